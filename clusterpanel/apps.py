@@ -1,0 +1,6 @@
+from django.apps import AppConfig
+
+
+class ClusterpanelConfig(AppConfig):
+    name = "clusterpanel"
+    verbose_name = "Cluster panel"

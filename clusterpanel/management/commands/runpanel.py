@@ -1,0 +1,95 @@
+"""Set up and start the whole panel in the foreground under honcho."""
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import redis
+from django.conf import settings
+from django.core.management import call_command
+from django.core.management.base import BaseCommand, CommandError
+
+from clusterpanel.accounts import ensure_first_admin
+from clusterpanel.redis_server import choose_port, port_is_free, redis_command
+
+
+class Command(BaseCommand):
+    help = "Migrate, create the first admin, then run Redis, workers and the web server."
+
+    def add_arguments(self, parser):
+        parser.add_argument("--host", default=os.environ.get("PANEL_HOST", "127.0.0.1"))
+        parser.add_argument("--port", type=int, default=int(os.environ.get("PANEL_PORT", "8000")))
+        parser.add_argument("--workers", type=int, default=int(os.environ.get("CELERY_CONCURRENCY", "4")))
+
+    def handle(self, host: str, port: int, workers: int, **options) -> None:
+        if not port_is_free(port, host):
+            raise CommandError(
+                f"Port {port} on {host} is already in use (is the panel already running?). "
+                "Stop that program or choose another port with PANEL_PORT=8080 make run."
+            )
+        settings.RUN_DIR.mkdir(parents=True, exist_ok=True)
+        call_command("migrate", interactive=False, verbosity=0)
+        call_command("collectstatic", interactive=False, verbosity=0)
+        processes, redis_url = self.processes(host, port, workers)
+        self.announce(host, port, redis_url)
+        procfile = settings.RUN_DIR / "Procfile"
+        procfile.write_text("".join(f"{name}: {cmd}\n" for name, cmd in processes.items()))
+        try:
+            code = self.run_honcho(procfile, redis_url)
+        finally:
+            for leftover in (procfile, settings.RUN_DIR / "redis.url"):
+                leftover.unlink(missing_ok=True)
+        if code not in (0, -signal.SIGINT, 130):
+            raise CommandError(f"A panel process stopped with exit code {code}; see its output above.")
+
+    def processes(self, host: str, port: int, workers: int) -> tuple[dict[str, str], str]:
+        python = shlex.quote(sys.executable)
+        processes = {}
+        redis_url = os.environ.get("REDIS_URL", "")
+        if not redis_url:
+            redis_port, note = choose_port()
+            if note:
+                self.stdout.write(self.style.WARNING(note))
+            redis_url = f"redis://127.0.0.1:{redis_port}/0"
+            (settings.RUN_DIR / "redis.url").write_text(redis_url)
+            processes["redis"] = shlex.join(redis_command(redis_port, settings.DATA_DIR))
+        else:
+            self.check_redis(redis_url)
+        processes["web"] = f"{python} -m daphne -b {shlex.quote(host)} -p {port} clusterpanel.asgi:application"
+        processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
+        return processes, redis_url
+
+    def check_redis(self, url: str) -> None:
+        try:
+            redis.Redis.from_url(url, socket_connect_timeout=3).ping()
+        except redis.RedisError as exc:
+            raise CommandError(f"Cannot reach the Redis at REDIS_URL={url}: {exc}") from None
+
+    def announce(self, host: str, port: int, redis_url: str) -> None:
+        username, password = ensure_first_admin()
+        self.stdout.write(self.style.SUCCESS(f"clusterpanel is starting at http://{host}:{port}/"))
+        if password:
+            self.stdout.write(f"  Log in as {username!r} with password {password!r} (shown only this once).")
+        else:
+            self.stdout.write(
+                f"  Log in as {username!r}. Forgot the password? "
+                f"`.venv/bin/python manage.py changepassword {username}`"
+            )
+        self.stdout.write(f"  Data: {settings.DATA_DIR}   Redis: {redis_url}")
+        self.stdout.write("  Press Ctrl-C to stop every panel process.")
+
+    def run_honcho(self, procfile: Path, redis_url: str) -> int:
+        env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR)}
+        command = [sys.executable, "-m", "honcho", "-f", str(procfile), "-d", str(settings.BASE_DIR),
+                   "-e", os.devnull, "start"]
+        # Ctrl-C reaches honcho too; it stops its children, then we clean up.
+        process = subprocess.Popen(command, env=env)
+        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+        try:
+            return process.wait()
+        finally:
+            signal.signal(signal.SIGINT, previous)

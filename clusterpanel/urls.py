@@ -1,0 +1,15 @@
+from django.contrib import admin
+from django.contrib.auth import views as auth_views
+from django.urls import path
+
+from clusterpanel import views
+
+urlpatterns = [
+    path("", views.home, name="home"),
+    path("status/", views.system_status, name="system-status"),
+    path("healthz", views.healthz, name="healthz"),
+    path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),
+    path("admin/", admin.site.urls),
+]

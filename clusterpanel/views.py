@@ -1,0 +1,22 @@
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import render
+
+from clusterpanel import status
+from clusterpanel.auth import lab_admin_required
+
+
+def home(request: HttpRequest) -> HttpResponse:
+    return render(request, "home.html")
+
+
+@lab_admin_required
+def system_status(request: HttpRequest) -> HttpResponse:
+    return render(request, "status.html", {"checks": status.all_checks()})
+
+
+@login_not_required
+def healthz(request: HttpRequest) -> JsonResponse:
+    """For load balancers and compose health checks: says only whether the DB answers."""
+    check = status.check_database()
+    return JsonResponse({"ok": check.ok}, status=200 if check.ok else 503)

@@ -1,0 +1,60 @@
+"""The laptop runtime bundle (ggml-rpc-server and its libraries) built by scripts/build_llama.py."""
+
+import json
+import os
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path
+
+from django.conf import settings
+
+MANIFEST_NAME = "clusterpanel-runtime.json"
+
+
+class RuntimeNotFound(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class RuntimeBundle:
+    tarball: Path
+    manifest: dict
+
+    @property
+    def sha256(self) -> str:
+        return self.manifest["sha256"]
+
+    @property
+    def rpc_protocol(self) -> str:
+        return self.manifest["rpc_protocol"]
+
+    @property
+    def summary(self) -> str:
+        m = self.manifest
+        return (f"llama.cpp {m['llama_cpp_commit']}, RPC protocol {m['rpc_protocol']}, "
+                f"{m['os']}/{m['arch']}, glibc ≥ {m['min_glibc']}, {m['size'] / 2**20:.1f} MiB")
+
+    @classmethod
+    def from_manifest(cls, path: Path) -> "RuntimeBundle":
+        manifest = json.loads(path.read_text())
+        tarball = path.parent / manifest["tarball"]
+        if not tarball.is_file():
+            raise RuntimeNotFound(f"{path} names {tarball.name}, which is missing: run `make setup`.")
+        return cls(tarball, manifest)
+
+
+def find_bundle() -> RuntimeBundle:
+    """The bundle built from the same llama-cpp-python the panel runs (RUNTIME_MANIFEST overrides)."""
+    if os.environ.get("RUNTIME_MANIFEST"):
+        return RuntimeBundle.from_manifest(Path(os.environ["RUNTIME_MANIFEST"]))
+    try:
+        version = metadata.version("llama-cpp-python")
+    except metadata.PackageNotFoundError:
+        raise RuntimeNotFound("llama-cpp-python is not installed: run `make setup`.") from None
+    pattern = f"llama-cpp-python-{version}-*/runtime/{MANIFEST_NAME}"
+    found = sorted(settings.BUILD_CACHE_DIR.glob(pattern), key=lambda p: p.stat().st_mtime)
+    if not found:
+        raise RuntimeNotFound(
+            f"No runtime bundle for llama-cpp-python {version} in {settings.BUILD_CACHE_DIR}: run `make setup`."
+        )
+    return RuntimeBundle.from_manifest(found[-1])

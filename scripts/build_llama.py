@@ -1,0 +1,289 @@
+#!/usr/bin/env python3
+"""Build llama.cpp with RPC, once per version, into a cache outside the work tree.
+
+Two products come from one llama-cpp-python source distribution:
+
+* a llama-cpp-python wheel built with RPC on, for the panel's own virtualenv;
+* the laptop runtime bundle: `ggml-rpc-server` built from the very same
+  vendored llama.cpp tree (so both speak one RPC protocol version), with its
+  ggml libraries and one CPU backend per instruction-set level, chosen at run
+  time, so it runs on old laptops and still uses AVX2/AVX-512 where present.
+
+Stdlib only: this runs before the virtualenv has anything installed.
+Prints the wheel path on the last line of stdout. On failure: the step that
+failed and its log, never a traceback.
+"""
+
+import argparse
+import fcntl
+import hashlib
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = "llama-cpp-python"
+WHEEL_CMAKE_ARGS = "-DGGML_RPC=on"
+# One CPU backend per level a laptop may have; the best one it supports is loaded.
+CPU_VARIANTS = [
+    "x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "skylakex",
+    "cannonlake", "cascadelake", "icelake", "cooperlake", "zen4", "alderlake", "sapphirerapids",
+]
+SERVER_CMAKE_ARGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=ON",
+    "-DGGML_RPC=ON",
+    "-DGGML_NATIVE=OFF",
+    "-DGGML_BACKEND_DL=ON",
+    "-DGGML_CPU_ALL_VARIANTS=ON",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_SERVER=OFF",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+    "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
+    "-DCMAKE_INSTALL_RPATH=$ORIGIN",
+]
+# Beside glibc, what a laptop may lack: shipped in the bundle.
+BUNDLED_SYSTEM_LIBS = ("libstdc++.so", "libgcc_s.so", "libgomp.so")
+BUNDLE_NAME = "clusterpanel-runtime"
+
+
+class StepFailed(Exception):
+    def __init__(self, step: str, log: Path, hint: str = "") -> None:
+        super().__init__(step)
+        self.step, self.log, self.hint = step, log, hint
+
+
+def say(message: str) -> None:
+    print(f"[build] {message}", file=sys.stderr, flush=True)
+
+
+def pinned_version() -> str:
+    for line in (ROOT / "requirements.txt").read_text().splitlines():
+        match = re.match(rf"^{re.escape(PACKAGE)}==([\w.]+)", line.strip())
+        if match:
+            return match.group(1)
+    raise SystemExit(f"requirements.txt does not pin {PACKAGE}==<version>")
+
+
+def build_key(version: str) -> str:
+    flags = json.dumps([WHEEL_CMAKE_ARGS, SERVER_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS])
+    return f"{PACKAGE}-{version}-{hashlib.sha256(flags.encode()).hexdigest()[:10]}"
+
+
+def run_step(step: str, argv: list[str], log: Path, cwd: Path | None = None,
+             env: dict | None = None, hint: str = "") -> None:
+    say(f"{step} (log: {log})")
+    started = time.monotonic()
+    with open(log, "ab") as handle:
+        handle.write(f"\n$ {' '.join(argv)}\n".encode())
+        handle.flush()
+        result = subprocess.run(argv, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
+    if result.returncode != 0:
+        raise StepFailed(step, log, hint)
+    say(f"{step}: done in {time.monotonic() - started:.0f} s")
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def fetch_sdist(version: str, cache: Path, logs: Path) -> Path:
+    found = sorted((cache / "sdist").glob(f"llama_cpp_python-{version}.tar.gz"))
+    if found:
+        return found[0]
+    run_step(
+        "download the llama-cpp-python source distribution",
+        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
+         "-d", str(cache / "sdist"), f"{PACKAGE}=={version}"],
+        logs / "download.log",
+        hint="Is PyPI reachable (a proxy or a mirror set in pip.conf)?",
+    )
+    return fetch_sdist(version, cache, logs)
+
+
+def unpack(sdist: Path, cache: Path) -> Path:
+    source = cache / "src"
+    if (source / ".unpacked").exists():
+        return next(p for p in source.iterdir() if p.is_dir())
+    shutil.rmtree(source, ignore_errors=True)
+    source.mkdir(parents=True)
+    with tarfile.open(sdist) as archive:
+        archive.extractall(source, filter="data")
+    (source / ".unpacked").touch()
+    return next(p for p in source.iterdir() if p.is_dir())
+
+
+def build_wheel(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
+    wheels = cache / "wheel"
+    found = sorted(wheels.glob("llama_cpp_python-*.whl"))
+    if found:
+        return found[0]
+    staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
+    env = {**os.environ, "CMAKE_ARGS": WHEEL_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
+    run_step(
+        "build the llama-cpp-python wheel with RPC (about 6 min on 2 cores)",
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(staging), str(source)],
+        logs / "wheel.log", env=env,
+        hint="Needs a C/C++ compiler, cmake and the Python headers (make setup installs them).",
+    )
+    staging.rename(wheels)
+    return next(wheels.glob("llama_cpp_python-*.whl"))
+
+
+def build_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
+    build = cache / "rpc-build"
+    tree = source / "vendor" / "llama.cpp"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    run_step(
+        "configure ggml-rpc-server from the vendored llama.cpp",
+        ["cmake", "-S", str(tree), "-B", str(build), *generator, *SERVER_CMAKE_ARGS],
+        logs / "rpc-configure.log",
+    )
+    targets = ["ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
+    run_step(
+        f"build ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants (several minutes)",
+        ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", *targets],
+        logs / "rpc-build.log",
+    )
+    return build / "bin"
+
+
+def system_lib(name: str, binary: Path) -> Path | None:
+    """Where the dynamic linker finds `name` for `binary` on this machine."""
+    output = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
+    for line in output.splitlines():
+        parts = line.split()
+        if parts and parts[0].startswith(name) and "=>" in parts and len(parts) > 2:
+            return Path(parts[2])
+    return None
+
+
+def min_glibc(files: list[Path]) -> str:
+    """The newest GLIBC_x.y symbol version any bundled file asks for."""
+    needed = {(2, 2, 5)}
+    for path in files:
+        output = subprocess.run(["readelf", "-V", "-W", str(path)], capture_output=True, text=True).stdout
+        for match in re.finditer(r"Name: GLIBC_(\d+(?:\.\d+)+)", output):
+            needed.add(tuple(int(x) for x in match.group(1).split(".")))
+    return ".".join(str(x) for x in max(needed))
+
+
+def rpc_protocol(tree: Path) -> str:
+    header = (tree / "ggml" / "include" / "ggml-rpc.h").read_text()
+    parts = [re.search(rf"RPC_PROTO_{k}_VERSION\s+(\d+)", header).group(1) for k in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts)
+
+
+def llama_commit(source: Path, version: str) -> str:
+    """The sdist has no git data; its changelog names the llama.cpp commit it vendors."""
+    changelog = (source / "CHANGELOG.md").read_text()
+    section = changelog.split(f"## [{version}]", 1)[-1].split("\n## [", 1)[0]
+    match = re.search(r"llama\.cpp@([0-9a-f]{7,40})", section)
+    return match.group(1) if match else "unknown"
+
+
+def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path:
+    staging = Path(tempfile.mkdtemp(prefix="runtime-", dir=cache))
+    bin_dir = staging / BUNDLE_NAME / "bin"
+    bin_dir.mkdir(parents=True)
+    server = built / "ggml-rpc-server"
+    shutil.copy2(server, bin_dir)
+    for lib in sorted(built.glob("lib*.so*")):
+        if lib.is_symlink():
+            continue
+        shutil.copy2(lib, bin_dir / lib.name)
+        soname = re.match(r"(lib[\w-]+\.so(?:\.\d+)?)", lib.name).group(1)
+        for alias in {soname, re.sub(r"\.so.*", ".so", lib.name)} - {lib.name}:
+            (bin_dir / alias).symlink_to(lib.name)
+    for name in BUNDLED_SYSTEM_LIBS:
+        for user in [server, *built.glob("libggml*.so")]:
+            found = system_lib(name, user)
+            if found:
+                shutil.copy2(found.resolve(), bin_dir / found.name)
+                break
+    files = sorted(p for p in bin_dir.iterdir() if not p.is_symlink())
+    tree = source / "vendor" / "llama.cpp"
+    manifest = {
+        "name": BUNDLE_NAME,
+        "llama_cpp_python": version,
+        "llama_cpp_commit": llama_commit(source, version),
+        "rpc_protocol": rpc_protocol(tree),
+        "os": "linux",
+        "arch": platform.machine(),
+        "min_glibc": min_glibc(files),
+        "cpu_variants": CPU_VARIANTS,
+        "binary": "bin/ggml-rpc-server",
+        "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "files": {f"bin/{p.name}": sha256_of(p) for p in files},
+    }
+    (staging / BUNDLE_NAME / "manifest.json").write_text(json.dumps(manifest, indent=2))
+    tarball = staging / f"{BUNDLE_NAME}-{version}-linux-{platform.machine()}.tar.gz"
+    with tarfile.open(tarball, "w:gz") as archive:
+        archive.add(staging / BUNDLE_NAME, arcname=BUNDLE_NAME)
+    manifest["tarball"] = tarball.name
+    manifest["sha256"] = sha256_of(tarball)
+    manifest["size"] = tarball.stat().st_size
+    (staging / f"{BUNDLE_NAME}.json").write_text(json.dumps(manifest, indent=2))
+    shutil.rmtree(staging / BUNDLE_NAME)
+    final = cache / "runtime"
+    staging.rename(final)
+    return final / f"{BUNDLE_NAME}.json"
+
+
+def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
+    version = pinned_version()
+    cache = cache_root / build_key(version)
+    logs = cache / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits for the first
+        sdist = fetch_sdist(version, cache, logs)
+        source = unpack(sdist, cache)
+        wheel = build_wheel(source, cache, logs, jobs)
+        runtime = cache / "runtime" / f"{BUNDLE_NAME}.json"
+        if not runtime.exists():
+            built = build_server(source, cache, logs, jobs)
+            runtime = bundle_runtime(source, built, cache, version)
+            shutil.rmtree(cache / "rpc-build", ignore_errors=True)
+    return wheel, runtime
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    default_cache = os.environ.get("CLUSTERPANEL_CACHE", str(Path.home() / ".cache" / "clusterpanel"))
+    parser.add_argument("--cache", type=Path, default=Path(default_cache))
+    parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--print", choices=["wheel", "runtime"], default="wheel")
+    args = parser.parse_args()
+    try:
+        wheel, runtime = build_all(args.cache.expanduser(), args.jobs)
+    except StepFailed as failure:
+        tail = failure.log.read_text(errors="replace").splitlines()[-25:]
+        print("\n".join(tail), file=sys.stderr)
+        print(f"\nBuild failed at step: {failure.step}\nFull log: {failure.log}", file=sys.stderr)
+        if failure.hint:
+            print(failure.hint, file=sys.stderr)
+        return 1
+    say(f"runtime bundle: {runtime}")
+    print(wheel if args.print == "wheel" else runtime)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
