@@ -11,5 +11,7 @@ urlpatterns = [
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),
+    # One login page for everything, the admin site included.
+    path("admin/login/", views.admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
 ]

@@ -1,4 +1,5 @@
 from django.contrib.auth.decorators import login_not_required
+from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import render
 
@@ -20,3 +21,8 @@ def healthz(request: HttpRequest) -> JsonResponse:
     """For load balancers and compose health checks: says only whether the DB answers."""
     check = status.check_database()
     return JsonResponse({"ok": check.ok}, status=200 if check.ok else 503)
+
+
+@login_not_required
+def admin_login(request: HttpRequest) -> HttpResponse:
+    return redirect_to_login(request.GET.get("next", "/admin/"))

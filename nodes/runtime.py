@@ -51,7 +51,7 @@ def find_bundle() -> RuntimeBundle:
         version = metadata.version("llama-cpp-python")
     except metadata.PackageNotFoundError:
         raise RuntimeNotFound("llama-cpp-python is not installed: run `make setup`.") from None
-    pattern = f"llama-cpp-python-{version}-*/runtime/{MANIFEST_NAME}"
+    pattern = f"llama-cpp-python-{version}/runtime-*/{MANIFEST_NAME}"
     found = sorted(settings.BUILD_CACHE_DIR.glob(pattern), key=lambda p: p.stat().st_mtime)
     if not found:
         raise RuntimeNotFound(

@@ -54,8 +54,10 @@ SERVER_CMAKE_ARGS = [
     "-DCMAKE_BUILD_WITH_INSTALL_RPATH=ON",
     "-DCMAKE_INSTALL_RPATH=$ORIGIN",
 ]
-# Beside glibc, what a laptop may lack: shipped in the bundle.
-BUNDLED_SYSTEM_LIBS = ("libstdc++.so", "libgcc_s.so", "libgomp.so")
+# Beside glibc and libstdc++, what a laptop may lack: shipped in the bundle. The
+# laptop's own libstdc++ is used: this machine's, shipped or linked in, would
+# raise the glibc a laptop needs from 2.34 to 2.36 (arc4random, _dl_find_object).
+BUNDLED_SYSTEM_LIBS = ("libgomp.so",)
 BUNDLE_NAME = "clusterpanel-runtime"
 
 
@@ -77,9 +79,9 @@ def pinned_version() -> str:
     raise SystemExit(f"requirements.txt does not pin {PACKAGE}==<version>")
 
 
-def build_key(version: str) -> str:
-    flags = json.dumps([WHEEL_CMAKE_ARGS, SERVER_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS])
-    return f"{PACKAGE}-{version}-{hashlib.sha256(flags.encode()).hexdigest()[:10]}"
+def flags_key(*flags: object) -> str:
+    """Changing a build flag changes the folder, so a stale build is never reused."""
+    return hashlib.sha256(json.dumps(flags).encode()).hexdigest()[:10]
 
 
 def run_step(step: str, argv: list[str], log: Path, cwd: Path | None = None,
@@ -130,7 +132,7 @@ def unpack(sdist: Path, cache: Path) -> Path:
 
 
 def build_wheel(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
-    wheels = cache / "wheel"
+    wheels = cache / f"wheel-{flags_key(WHEEL_CMAKE_ARGS)}"
     found = sorted(wheels.glob("llama_cpp_python-*.whl"))
     if found:
         return found[0]
@@ -174,13 +176,13 @@ def system_lib(name: str, binary: Path) -> Path | None:
     return None
 
 
-def min_glibc(files: list[Path]) -> str:
-    """The newest GLIBC_x.y symbol version any bundled file asks for."""
-    needed = {(2, 2, 5)}
+def newest_needed(files: list[Path], prefix: str) -> str:
+    """The newest symbol version named `prefix`x.y that any of `files` asks for (e.g. GLIBC_2.34)."""
+    needed = [(0,)]
     for path in files:
-        output = subprocess.run(["readelf", "-V", "-W", str(path)], capture_output=True, text=True).stdout
-        for match in re.finditer(r"Name: GLIBC_(\d+(?:\.\d+)+)", output):
-            needed.add(tuple(int(x) for x in match.group(1).split(".")))
+        output = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True).stdout
+        for match in re.finditer(rf"\({prefix}(\d+(?:\.\d+)+)\)", output):
+            needed.append(tuple(int(x) for x in match.group(1).split(".")))
     return ".".join(str(x) for x in max(needed))
 
 
@@ -226,7 +228,8 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
         "rpc_protocol": rpc_protocol(tree),
         "os": "linux",
         "arch": platform.machine(),
-        "min_glibc": min_glibc(files),
+        "min_glibc": newest_needed(files, "GLIBC_"),
+        "min_glibcxx": newest_needed(files, "GLIBCXX_"),
         "cpu_variants": CPU_VARIANTS,
         "binary": "bin/ggml-rpc-server",
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
@@ -241,14 +244,18 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
     manifest["size"] = tarball.stat().st_size
     (staging / f"{BUNDLE_NAME}.json").write_text(json.dumps(manifest, indent=2))
     shutil.rmtree(staging / BUNDLE_NAME)
-    final = cache / "runtime"
+    final = runtime_dir(cache)
     staging.rename(final)
     return final / f"{BUNDLE_NAME}.json"
 
 
+def runtime_dir(cache: Path) -> Path:
+    return cache / f"runtime-{flags_key(SERVER_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS)}"
+
+
 def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
     version = pinned_version()
-    cache = cache_root / build_key(version)
+    cache = cache_root / f"{PACKAGE}-{version}"
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
@@ -256,7 +263,7 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
         sdist = fetch_sdist(version, cache, logs)
         source = unpack(sdist, cache)
         wheel = build_wheel(source, cache, logs, jobs)
-        runtime = cache / "runtime" / f"{BUNDLE_NAME}.json"
+        runtime = runtime_dir(cache) / f"{BUNDLE_NAME}.json"
         if not runtime.exists():
             built = build_server(source, cache, logs, jobs)
             runtime = bundle_runtime(source, built, cache, version)

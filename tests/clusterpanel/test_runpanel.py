@@ -1,0 +1,153 @@
+"""`make run`'s last step: the whole panel in the foreground, and Ctrl-C stops all of it."""
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from clusterpanel.redis_server import port_is_free
+from nodes.simlan import is_running
+from tests.conftest import free_port, wait_for_port
+
+
+def children_of(pid: int) -> set[int]:
+    found, todo = set(), [pid]
+    while todo:
+        parent = todo.pop()
+        for proc in Path("/proc").iterdir():
+            if proc.name.isdigit():
+                try:
+                    if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
+                        found.add(int(proc.name))
+                        todo.append(int(proc.name))
+                except (FileNotFoundError, ProcessLookupError, IndexError):
+                    pass
+    return found
+
+
+def still_running(pids: set[int], within: float) -> list[int]:
+    """Those of `pids` still running after waiting up to `within` seconds."""
+    deadline = time.monotonic() + within
+    while True:
+        alive = [pid for pid in pids if is_running(pid)]
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def start_panel(tmp_path: Path, port: int, **env: str) -> subprocess.Popen:
+    """runpanel in a session of its own, its output in tmp_path/panel.log (a pipe could fill up)."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    environment.update(DATA_DIR=str(tmp_path), ADMIN_PASSWORD="first-admin-pass", CELERY_CONCURRENCY="1", **env)
+    log = open(tmp_path / "panel.log", "a")
+    process = subprocess.Popen([sys.executable, "manage.py", "runpanel", "--port", str(port)],
+                               cwd=settings.BASE_DIR, env=environment, stdout=log, stderr=subprocess.STDOUT,
+                               start_new_session=True)
+    log.close()
+    process.log = tmp_path / "panel.log"
+    process.log_start = process.log.stat().st_size
+    return process
+
+
+def output_of(process: subprocess.Popen) -> str:
+    return process.log.read_text()[process.log_start:]
+
+
+def finish(process: subprocess.Popen) -> str:
+    """Its output once it exits by itself; Ctrl-C to its whole group if it does not."""
+    try:
+        process.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        stop_panel(process)
+        raise AssertionError(f"runpanel kept running when it should have stopped:\n{output_of(process)}") from None
+    return output_of(process)
+
+
+def stop_panel(process: subprocess.Popen) -> None:
+    os.killpg(process.pid, signal.SIGINT)  # what Ctrl-C in a terminal does
+    process.wait(timeout=60)
+
+
+def read_until(process: subprocess.Popen, pattern: str, timeout: float = 60) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        seen = output_of(process)
+        if re.search(pattern, seen):
+            return seen
+        if process.poll() is not None:
+            break
+        time.sleep(0.1)
+    raise AssertionError(f"did not see {pattern!r} in:\n{output_of(process)}")
+
+
+def test_it_starts_everything_and_ctrl_c_leaves_nothing_behind(tmp_path):
+    port = free_port()
+    panel = start_panel(tmp_path, port)
+    try:
+        banner = read_until(panel, r"worker\.1.*ready")
+        assert f"http://127.0.0.1:{port}/" in banner
+        assert "'first-admin-pass'" in banner, "the first admin's password is shown once"
+        redis_port = int(re.search(r"Redis: redis://127\.0\.0\.1:(\d+)", banner).group(1))
+        wait_for_port(port)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as page:
+            assert page.status == 200
+        processes = children_of(panel.pid)
+        assert len(processes) >= 4, "honcho, redis, web and worker"
+    finally:
+        stop_panel(panel)
+    assert not still_running(processes, within=10)
+    assert port_is_free(port) and port_is_free(redis_port)
+    assert not (tmp_path / "run" / "redis.url").exists()
+
+
+def test_it_shows_the_admin_password_only_the_first_time(tmp_path):
+    port = free_port()
+    for expect_password in (True, False):
+        panel = start_panel(tmp_path, port)
+        try:
+            banner = read_until(panel, r"Press Ctrl-C")
+        finally:
+            stop_panel(panel)
+        assert ("first-admin-pass" in banner) is expect_password
+
+
+def test_it_refuses_a_web_port_already_taken(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        panel = start_panel(tmp_path, taken.getsockname()[1])
+        output = finish(panel)
+    assert panel.returncode != 0
+    assert "already in use" in output and "PANEL_PORT" in output
+    assert "Traceback" not in output
+
+
+def test_it_moves_its_redis_when_the_usual_port_is_taken(tmp_path):
+    from clusterpanel.redis_server import PREFERRED_PORT, choose_port
+
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            taken.bind(("127.0.0.1", PREFERRED_PORT))
+        except OSError:
+            pytest.fail(f"port {PREFERRED_PORT} is busy before the test; cannot set up the case")
+        taken.listen()
+        port, note = choose_port()
+    assert port != PREFERRED_PORT
+    assert f"Port {PREFERRED_PORT} is in use" in note and str(port) in note
+
+
+def test_it_says_so_when_a_given_redis_does_not_answer(tmp_path):
+    panel = start_panel(tmp_path, free_port(), REDIS_URL=f"redis://127.0.0.1:{free_port()}/0")
+    output = finish(panel)
+    assert panel.returncode != 0
+    assert "Cannot reach the Redis at REDIS_URL" in output
+    assert "Traceback" not in output

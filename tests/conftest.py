@@ -1,0 +1,123 @@
+"""Shared fixtures: named users, the simulated LAN, real workers and a real web server."""
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Iterator
+
+import pytest
+from django.conf import settings
+
+from clusterpanel.models import Role, User
+from nodes.simlan import Lan, SimLan, SimLanError
+
+ROOT = Path(__file__).resolve().parent.parent
+PASSWORD = "correct horse battery staple"
+
+
+@pytest.fixture
+def alice(db) -> User:
+    """A lab admin."""
+    return User.objects.create_user("alice", "alice@example.org", PASSWORD, role=Role.ADMIN)
+
+
+@pytest.fixture
+def bob(db) -> User:
+    """A plain user."""
+    return User.objects.create_user("bob", "bob@example.org", PASSWORD, role=Role.USER)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0,
+                  process: subprocess.Popen | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process is not None and process.poll() is not None:
+            raise AssertionError(f"process exited with {process.returncode} before listening on {port}")
+        try:
+            socket.create_connection((host, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"nothing listened on {host}:{port} within {timeout} s")
+
+
+def stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def child_env() -> dict[str, str]:
+    """Environment for child processes that must see the test database."""
+    name = settings.DATABASES["default"]["NAME"]
+    return {**os.environ, "DATABASE_URL": f"sqlite:///{name}"}
+
+
+@pytest.fixture
+def web_server(transactional_db) -> Iterator[str]:
+    """The panel's real ASGI server (daphne) on a free port, on the test database."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "clusterpanel.asgi:application"],
+        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        wait_for_port(port, process=process)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop(process)
+
+
+@pytest.fixture
+def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
+    """A real Celery worker on the test Redis and the test database."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
+        cwd=ROOT, env=child_env(),
+    )
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
+@pytest.fixture(scope="session")
+def lan() -> Iterator[Callable[[int], Lan]]:
+    """`lan(3)`: at least three simulated laptops, made once per run and removed at its end."""
+    harness = SimLan("test", Path(settings.DATA_DIR) / "simlan", subnet="10.232.0.0/24")
+    current: list[Lan] = []
+
+    def bring_up(count: int) -> Lan:
+        if not current or len(current[0].laptops) < count:
+            try:
+                current[:] = [harness.up(count)]
+            except SimLanError as exc:
+                pytest.fail(str(exc), pytrace=False)
+        return current[0]
+
+    try:
+        yield bring_up
+    finally:
+        if current:
+            harness.down()
+
+
+@pytest.fixture(scope="session")
+def runtime_bundle():
+    from nodes.runtime import find_bundle
+
+    return find_bundle()

@@ -1,0 +1,88 @@
+"""The runtime bundle, copied into a simulated laptop, serves RPC to the head."""
+
+import json
+import socket
+import time
+
+import pytest
+
+from jobs import llamacpp
+from nodes import rpc, ssh
+from tests.nodes.laptops import target
+
+PORT = 50052
+START = ('cd .clusterpanel/clusterpanel-runtime && '
+         '(setsid bin/ggml-rpc-server -H "$1" -p "$2" > rpc-server.log 2>&1 < /dev/null & echo $!)')
+
+
+def wait_for(address: str, port: int, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection((address, port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"ggml-rpc-server did not listen on {address}:{port}")
+
+
+@pytest.fixture
+def rpc_server(lan, runtime_bundle):
+    """ggml-rpc-server from the bundle, running on laptop 1 (direct LAN mode)."""
+    the_lan = lan(3)
+    laptop = the_lan.laptops[0]
+    node = target(the_lan, laptop)
+    client = ssh.connect(node)
+    try:
+        ssh.push(node, runtime_bundle.tarball, "runtime.tar.gz", client=client)
+        unpack = ssh.run(node, ["sh", "-c", "mkdir -p .clusterpanel && tar xzf runtime.tar.gz -C .clusterpanel"],
+                         client=client)
+        assert unpack.exit_status == 0, unpack.stderr
+        pid = ssh.run(node, ["sh", "-c", START, "sh", laptop.address, str(PORT)], client=client).stdout.strip()
+        wait_for(laptop.address, PORT)
+        yield laptop, node, client
+    finally:
+        ssh.run(node, ["sh", "-c", 'kill "$1" 2>/dev/null; rm -rf .clusterpanel runtime.tar.gz', "sh", pid],
+                client=client)
+        client.close()
+
+
+def test_it_unpacks_the_bundle_on_the_laptop_intact(rpc_server, runtime_bundle):
+    _, node, client = rpc_server
+    listing = ssh.run(node, ["sh", "-c", "cd .clusterpanel/clusterpanel-runtime && cat manifest.json"], client=client)
+    files = json.loads(listing.stdout)["files"]
+    sums = ssh.run(node, ["sh", "-c", "cd .clusterpanel/clusterpanel-runtime && sha256sum " + " ".join(files)],
+                   client=client).stdout
+    on_laptop = {name: digest for digest, name in (line.split() for line in sums.splitlines())}
+    assert on_laptop == files
+
+
+def test_it_completes_the_rpc_handshake_from_the_head(rpc_server, runtime_bundle):
+    laptop, _, _ = rpc_server
+    answer = rpc.hello(laptop.address, PORT)
+    assert answer.version == runtime_bundle.rpc_protocol
+    assert answer.compatible_with(runtime_bundle.rpc_protocol)
+    assert answer.devices >= 1
+
+
+def test_it_is_understood_by_the_heads_own_rpc_client(rpc_server):
+    laptop, _, _ = rpc_server
+    memory = llamacpp.rpc_device_memory(f"{laptop.address}:{PORT}")
+    assert 0 < memory["free"] <= memory["total"]
+
+
+def test_it_picks_the_best_cpu_variant_the_laptop_supports(rpc_server):
+    _, node, client = rpc_server
+    rpc.hello(rpc_server[0].address, PORT)
+    log = ssh.run(node, ["cat", ".clusterpanel/clusterpanel-runtime/rpc-server.log"], client=client).stdout
+    flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
+    loaded = [line for line in log.splitlines() if "loaded CPU backend" in line]
+    assert loaded, log
+    if "avx2" in flags:
+        assert not any(v in loaded[0] for v in ("-x64.so", "-sse42.so", "-sandybridge.so")), loaded[0]
+
+
+def test_it_says_plainly_when_no_server_listens(lan):
+    laptop = lan(3).laptops[2]
+    with pytest.raises(rpc.RpcError, match="cannot talk to ggml-rpc-server"):
+        rpc.hello(laptop.address, PORT + 1, timeout=2)

@@ -1,0 +1,110 @@
+"""`simlan up/down/status`: what it makes, it removes, even after a crash."""
+
+import os
+import pwd
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+from django.core.management import CommandError, call_command
+
+from nodes import ssh
+from nodes.simlan import SimLan, is_running
+
+SUBNET = "10.233.0.0/24"
+
+
+def namespaces() -> str:
+    return subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+
+
+def links() -> str:
+    return subprocess.run(["ip", "-o", "link", "show"], capture_output=True, text=True).stdout
+
+
+def users_named(prefix: str) -> list[str]:
+    return [e.pw_name for e in pwd.getpwall() if e.pw_name.startswith(prefix)]
+
+
+@pytest.fixture
+def harness():
+    lan = SimLan("life", Path(settings.DATA_DIR) / "simlan", subnet=SUBNET)
+    yield lan
+    lan.down()
+
+
+def test_it_removes_every_namespace_link_user_and_process_it_made(harness):
+    lan = harness.up(2)
+    pids = [laptop.sshd_pid for laptop in lan.laptops]
+    assert all(is_running(pid) for pid in pids)
+    assert "cp-life-1" in namespaces() and "cpbr-life" in links()
+    harness.down()
+    assert "cp-life-" not in namespaces()
+    assert "cpv-life" not in links() and "cpbr-life" not in links()
+    assert users_named("cpsim-life-") == []
+    assert not any(is_running(pid) for pid in pids)
+    assert harness.status() is None
+
+
+def test_it_cleans_up_a_crashed_lan_before_the_next_up(harness):
+    harness.up(2)
+    harness.state_file.unlink()  # as if the process that made it had died
+    lan = harness.up(1)
+    assert len(lan.laptops) == 1
+    assert "cp-life-2" not in namespaces()
+    assert users_named("cpsim-life-") == ["cpsim-life-1"]
+
+
+def test_it_caps_each_link_at_the_rate_asked_for(harness):
+    lan = harness.up(1, rate="100mbit")
+    qdisc = subprocess.run(["tc", "qdisc", "show", "dev", "cpv-life1"], capture_output=True, text=True).stdout
+    assert "tbf" in qdisc and "100Mbit" in qdisc
+    inside = subprocess.run(["tc", "-n", lan.laptops[0].netns, "qdisc", "show", "dev", "eth0"],
+                            capture_output=True, text=True).stdout
+    assert "tbf" in inside
+
+
+def test_it_gives_a_laptop_less_memory_through_a_cgroup(harness):
+    lan = harness.up(1, memory="256M")
+    laptop = lan.laptops[0]
+    result = ssh.run(ssh.SSHTarget(laptop.address, laptop.user, laptop.host_key,
+                                   private_key=Path(lan.key_path).read_text()),
+                     ["sh", "-c", "cat /proc/self/cgroup | grep memory"])
+    group = result.stdout.strip().split(":")[-1]
+    assert group == "/clusterpanel-life-1"
+    limit = Path("/sys/fs/cgroup/memory") / group.lstrip("/") / "memory.limit_in_bytes"
+    assert int(limit.read_text()) == 256 * 2**20
+
+
+def test_it_rejects_a_rate_it_cannot_read(harness):
+    with pytest.raises(CommandError, match="write it like 1gbit"):
+        call_command("simlan", "up", "1", "--name", "life", "--subnet", SUBNET, "--rate", "fast")
+    assert "cp-life-" not in namespaces()
+
+
+def test_it_explains_that_it_needs_root(monkeypatch):
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    with pytest.raises(CommandError) as error:
+        call_command("simlan", "up", "2", "--name", "life", "--subnet", SUBNET)
+    assert "needs root" in str(error.value)
+    assert "addnode" in str(error.value), "it says how to register real laptops instead"
+    assert "cp-life-" not in namespaces()
+
+
+def test_it_exits_non_zero_without_root():
+    """As a real unprivileged user (nobody): everything is imported first, then root is dropped."""
+    code = (
+        "import os, sys, django; django.setup(); "
+        "from django.core.management import execute_from_command_line; "
+        "import nodes.management.commands.simlan, django.core.management.base; "
+        "os.setgid(65534); os.setuid(65534); "
+        "execute_from_command_line(['manage.py', 'simlan', 'up', '1', '--name', 'life'])"
+    )
+    env = {**os.environ, "DJANGO_SETTINGS_MODULE": "clusterpanel.settings", "SECRET_KEY": "x" * 50}
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                            cwd=settings.BASE_DIR)
+    assert result.returncode != 0
+    assert "needs root" in result.stderr
+    assert "Traceback" not in result.stderr

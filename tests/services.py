@@ -1,0 +1,39 @@
+"""Pytest plugin: every test run gets its own data folder and its own Redis.
+
+It wraps pytest-django's start-up so that DATA_DIR and REDIS_URL are set before
+Django reads its settings. A REDIS_URL given from outside is used as it is.
+"""
+
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from clusterpanel.redis_server import RedisServer
+
+_state: dict = {}
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    data_dir = Path(tempfile.mkdtemp(prefix="clusterpanel-test-"))
+    os.chmod(data_dir, 0o755)  # simulated laptops' homes live below it
+    (data_dir / "static").mkdir()
+    _state["data_dir"] = data_dir
+    os.environ["DATA_DIR"] = str(data_dir)
+    if not os.environ.get("REDIS_URL"):
+        server = RedisServer.start(data_dir / "redis")
+        _state["redis"] = server
+        os.environ["REDIS_URL"] = server.url
+    return (yield)
+
+
+def pytest_unconfigure(config):
+    server = _state.pop("redis", None)
+    if server is not None:
+        server.stop()
+    data_dir = _state.pop("data_dir", None)
+    if data_dir is not None:
+        shutil.rmtree(data_dir, ignore_errors=True)
