@@ -55,3 +55,26 @@ def rpc_device_memory(endpoint: str, timeout: float = 30.0) -> dict:
         reason = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
         raise LlamaCppError(f"ggml's RPC client failed against {endpoint}: {reason[0]}")
     return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def register_rpc_servers(endpoints: list[str]) -> None:
+    """Make each `host:port` a llama.cpp device, in order, before any model loads.
+
+    The backend must be initialised first; registered the other way round, the
+    model silently loads on the head's CPU. Unreachable servers abort the process.
+    """
+    llama_cpp.llama_backend_init()
+    ggml = load_ggml()
+    ggml.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    rpc_reg = ggml.ggml_backend_reg_by_name(b"RPC")
+    if not rpc_reg:
+        raise LlamaCppError("this llama-cpp-python was built without GGML_RPC")
+    address = ggml.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
+    add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
+    for endpoint in endpoints:
+        server_reg = add_server(endpoint.encode())
+        if not server_reg:
+            raise LlamaCppError(f"llama.cpp could not add the RPC server {endpoint}")
+        ggml.ggml_backend_register(server_reg)

@@ -115,8 +115,10 @@ def test_it_shows_the_admin_password_only_the_first_time(tmp_path):
         try:
             banner = read_until(panel, r"Press Ctrl-C")
         finally:
-            stop_panel(panel)
+            stop_panel(panel)  # early, while honcho may still be starting its processes
         assert ("first-admin-pass" in banner) is expect_password
+        redis_port = int(re.search(r"Redis: redis://127\.0\.0\.1:(\d+)", banner).group(1))
+        assert port_is_free(redis_port), "Ctrl-C during start-up leaves no Redis behind"
 
 
 def test_it_refuses_a_web_port_already_taken(tmp_path):

@@ -12,6 +12,7 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
+from clusterpanel import processes
 from clusterpanel.accounts import ensure_first_admin
 from clusterpanel.redis_server import choose_port, port_is_free, redis_command
 
@@ -85,11 +86,16 @@ class Command(BaseCommand):
         env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR)}
         command = [sys.executable, "-m", "honcho", "-f", str(procfile), "-d", str(settings.BASE_DIR),
                    "-e", os.devnull, "start"]
-        # Ctrl-C reaches honcho too; it stops its children, then we clean up.
+        # Whatever honcho leaves behind (Ctrl-C while it is still starting) becomes ours to end.
+        processes.become_subreaper()
         process = subprocess.Popen(command, env=env)
+        # Ctrl-C reaches honcho too; it stops its children, then we clean up.
         previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, lambda *_: process.terminate())
         try:
             return process.wait()
         finally:
+            leftovers = processes.end_children()
+            if leftovers:
+                self.stdout.write(f"Stopped {leftovers} process(es) honcho left behind.")
             signal.signal(signal.SIGINT, previous)
