@@ -26,6 +26,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
+LONG_PROMPT = "<|im_start|>user\n" + " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30)) + "<|im_end|>\n"
 PROMPT = "<|im_start|>user\nWrite a short story about a laptop.<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -53,19 +54,26 @@ def start_server(bin_dir: Path, threads: int) -> tuple[subprocess.Popen, int, st
 
 
 def generate_once(endpoint: str, tokens: int) -> dict:
-    """In a child process: llama.cpp aborts the process if the server misbehaves."""
+    """Prompt processing and decode speed, in a child process (llama.cpp aborts on RPC trouble)."""
     code = f"""
 import json, time
 from jobs import llamacpp
 from models_app.bundled import bundled_model_path
 llamacpp.register_rpc_servers([{endpoint!r}])
 from llama_cpp import Llama
-llm = Llama(model_path=str(bundled_model_path()), n_ctx=512, n_gpu_layers=99, verbose=False, seed=1)
+llm = Llama(model_path=str(bundled_model_path()), n_ctx=1024, n_batch=512, n_gpu_layers=99, verbose=False, seed=1)
 llm({PROMPT!r}, max_tokens=4, temperature=0.0)
+long_prompt = {LONG_PROMPT!r}
+llm.reset()
+start = time.perf_counter()
+out = llm(long_prompt, max_tokens=1, temperature=0.0)
+prefill = out["usage"]["prompt_tokens"] / (time.perf_counter() - start)
+llm.reset()
+llm({PROMPT!r}, max_tokens=1, temperature=0.0)
 start = time.perf_counter()
 out = llm({PROMPT!r}, max_tokens={tokens}, temperature=0.0, stop=[])
-elapsed = time.perf_counter() - start
-print(json.dumps({{"tokens": out["usage"]["completion_tokens"], "seconds": elapsed}}))
+decode = out["usage"]["completion_tokens"] / (time.perf_counter() - start)
+print(json.dumps({{"prefill": prefill, "decode": decode}}))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     if result.returncode != 0:
@@ -104,27 +112,31 @@ def main() -> None:
         for label, baseline in (("as shipped (best variant)", False), ("baseline x86-64 only", True)):
             process, port, variant = start_server(unpack(bundle.tarball, work / label[:8], baseline), args.threads)
             servers.append(process)
-            configs[label] = {"endpoint": f"127.0.0.1:{port}", "variant": variant, "rates": []}
+            configs[label] = {"endpoint": f"127.0.0.1:{port}", "variant": variant, "prefill": [], "decode": []}
         for _ in range(args.rounds):
             for config in configs.values():
                 run = generate_once(config["endpoint"], args.tokens)
-                config["rates"].append(run["tokens"] / run["seconds"])
+                config["prefill"].append(run["prefill"])
+                config["decode"].append(run["decode"])
     finally:
         for process in servers:
             process.terminate()
             process.wait()
         shutil.rmtree(work, ignore_errors=True)
 
-    best = statistics.median(next(iter(configs.values()))["rates"])
-    print(f"SmolLM2-135M Q4_1, all layers on one local ggml-rpc-server, {args.tokens} tokens, "
-          f"{args.threads} threads, {args.rounds} alternating rounds\n")
-    print(f"| bundle | CPU variant loaded | decode tok/s (median) | min–max | ratio to shipped |")
-    print(f"|---|---|---|---|---|")
+    shipped = next(iter(configs.values()))
+    print(f"SmolLM2-135M Q4_1, all layers on one local ggml-rpc-server, {args.threads} threads, "
+          f"{args.rounds} alternating rounds; prompt ~{len(LONG_PROMPT) // 4} tokens, {args.tokens} generated\n")
+    print("| bundle | CPU variant loaded | prompt tok/s (median, min–max) | ratio | "
+          "decode tok/s (median, min–max) | ratio |")
+    print("|---|---|---|---|---|---|")
     for label, config in configs.items():
-        rates = config["rates"]
-        median = statistics.median(rates)
-        print(f"| {label} | {config['variant']} | {median:.1f} | {min(rates):.1f}–{max(rates):.1f} "
-              f"| {median / best:.2f} |")
+        cells = []
+        for kind in ("prefill", "decode"):
+            rates, median = config[kind], statistics.median(config[kind])
+            cells.append(f"{median:.0f} ({min(rates):.0f}–{max(rates):.0f}) | "
+                         f"{median / statistics.median(shipped[kind]):.2f}")
+        print(f"| {label} | {config['variant']} | {cells[0]} | {cells[1]} |")
 
 
 if __name__ == "__main__":

@@ -21,8 +21,24 @@ def lib_dir() -> Path:
     return Path(llama_cpp.__file__).parent / "lib"
 
 
+def _loaded_library(soname_prefix: str) -> ctypes.CDLL:
+    """The copy of a library that libllama itself uses.
+
+    The wheel holds libggml.so, libggml.so.0 and libggml.so.0.x as separate
+    files (wheels keep no symlinks); opening the wrong one gives a second ggml
+    with its own backend registry, and RPC servers registered there are
+    silently ignored by llama.cpp.
+    """
+    llama_cpp.llama_backend_init()  # loads libllama and, through it, its libggml
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if Path(path).name.startswith(soname_prefix) and Path(path).parent == lib_dir():
+            return ctypes.CDLL(path)
+    return ctypes.CDLL(soname_prefix.rstrip("."))
+
+
 def load_ggml() -> ctypes.CDLL:
-    ggml = ctypes.CDLL(str(lib_dir() / "libggml.so"))
+    ggml = _loaded_library("libggml.so.")
     ggml.ggml_backend_reg_by_name.restype = ctypes.c_void_p
     ggml.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
     return ggml
@@ -35,7 +51,7 @@ def has_rpc_backend() -> bool:
 
 
 def _device_memory_in_this_process(endpoint: str) -> dict:
-    rpc = ctypes.CDLL(str(lib_dir() / "libggml-rpc.so"))
+    rpc = _loaded_library("libggml-rpc.so.")
     rpc.ggml_backend_rpc_get_device_memory.argtypes = [
         ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from jobs import llamacpp
+from jobs import llamacpp, oneshot
 from nodes import rpc, ssh
 from tests.nodes.laptops import target
 
@@ -86,3 +86,13 @@ def test_it_says_plainly_when_no_server_listens(lan):
     laptop = lan(3).laptops[2]
     with pytest.raises(rpc.RpcError, match="cannot talk to ggml-rpc-server"):
         rpc.hello(laptop.address, PORT + 1, timeout=2)
+
+
+def test_it_runs_every_layer_on_the_laptop_and_answers_as_the_head_alone_would(rpc_server):
+    laptop, _, _ = rpc_server
+    prompt = "<|im_start|>user\nName a planet.<|im_end|>\n<|im_start|>assistant\n"
+    alone = oneshot.complete([], prompt, max_tokens=8)
+    remote = oneshot.complete([f"{laptop.address}:{PORT}"], prompt, max_tokens=8)
+    assert set(remote["placement"].values()) == {"RPC0"}, remote["placement"]
+    assert len(remote["placement"]) == 31, "30 blocks and the output layer"
+    assert remote["text"] == alone["text"]

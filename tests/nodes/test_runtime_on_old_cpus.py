@@ -1,0 +1,65 @@
+"""The runtime bundle runs on older CPUs, picking the variant each one supports.
+
+QEMU's user-mode emulator presents the CPU of an older laptop to the real
+ggml-rpc-server binary; the head then runs the bundled model on it and must
+get exactly the tokens it gets on its own CPU (no "illegal instruction").
+"""
+
+import shutil
+import socket
+import subprocess
+import tarfile
+import time
+
+import pytest
+
+from jobs import oneshot
+from nodes import rpc
+from tests.conftest import free_port, stop
+
+PROMPT = "<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n"
+OLD_CPUS = [
+    ("qemu64", "x64"),  # plain x86-64: SSE2 only
+    ("Nehalem", "sse42"),  # 2008
+    ("SandyBridge", "sandybridge"),  # 2011: AVX without FMA or F16C
+]
+
+
+@pytest.fixture(scope="module")
+def bin_dir(runtime_bundle, tmp_path_factory):
+    if shutil.which("qemu-x86_64") is None:
+        pytest.fail("qemu-user is not installed; `make test` installs it (apt-get install qemu-user).")
+    into = tmp_path_factory.mktemp("runtime")
+    with tarfile.open(runtime_bundle.tarball) as archive:
+        archive.extractall(into, filter="data")
+    return into / "clusterpanel-runtime" / "bin"
+
+
+@pytest.fixture(scope="module")
+def native_answer():
+    return oneshot.complete([], PROMPT, max_tokens=6)["text"]
+
+
+@pytest.mark.parametrize("cpu, variant", OLD_CPUS)
+def test_it_serves_an_older_cpu_with_the_variant_it_supports(bin_dir, native_answer, cpu, variant, tmp_path):
+    port = free_port()
+    log = tmp_path / "rpc-server.log"
+    server = subprocess.Popen(["qemu-x86_64", "-cpu", cpu, str(bin_dir / "ggml-rpc-server"),
+                               "-H", "127.0.0.1", "-p", str(port), "-t", "2"],
+                              stdout=open(log, "w"), stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
+                time.sleep(0.2)
+        assert f"libggml-cpu-{variant}.so" in log.read_text()
+        assert rpc.hello("127.0.0.1", port).devices == 1
+        answer = oneshot.complete([f"127.0.0.1:{port}"], PROMPT, max_tokens=6, timeout=600)
+        assert set(answer["placement"].values()) == {"RPC0"}
+        assert answer["text"] == native_answer
+    finally:
+        stop(server)
