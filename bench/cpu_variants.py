@@ -67,13 +67,14 @@ long_prompt = {LONG_PROMPT!r}
 llm.reset()
 start = time.perf_counter()
 out = llm(long_prompt, max_tokens=1, temperature=0.0)
-prefill = out["usage"]["prompt_tokens"] / (time.perf_counter() - start)
+prompt_tokens = out["usage"]["prompt_tokens"]
+prefill = prompt_tokens / (time.perf_counter() - start)
 llm.reset()
 llm({PROMPT!r}, max_tokens=1, temperature=0.0)
 start = time.perf_counter()
 out = llm({PROMPT!r}, max_tokens={tokens}, temperature=0.0, stop=[])
 decode = out["usage"]["completion_tokens"] / (time.perf_counter() - start)
-print(json.dumps({{"prefill": prefill, "decode": decode}}))
+print(json.dumps({{"prefill": prefill, "decode": decode, "prompt_tokens": prompt_tokens}}))
 """
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=600)
     if result.returncode != 0:
@@ -118,6 +119,7 @@ def main() -> None:
                 run = generate_once(config["endpoint"], args.tokens)
                 config["prefill"].append(run["prefill"])
                 config["decode"].append(run["decode"])
+                prompt_tokens = run["prompt_tokens"]
     finally:
         for process in servers:
             process.terminate()
@@ -126,7 +128,7 @@ def main() -> None:
 
     shipped = next(iter(configs.values()))
     print(f"SmolLM2-135M Q4_1, all layers on one local ggml-rpc-server, {args.threads} threads, "
-          f"{args.rounds} alternating rounds; prompt ~{len(LONG_PROMPT) // 4} tokens, {args.tokens} generated\n")
+          f"{args.rounds} alternating rounds; prompt {prompt_tokens} tokens, {args.tokens} generated\n")
     print("| bundle | CPU variant loaded | prompt tok/s (median, min–max) | ratio | "
           "decode tok/s (median, min–max) | ratio |")
     print("|---|---|---|---|---|---|")
