@@ -4,13 +4,16 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test setup setup-test build simlan-up simlan-down clean
+.PHONY: run test lint setup setup-test build simlan-up simlan-down clean
 
 run: setup
 	$(PY) manage.py runpanel
 
 test: setup-test
 	$(PY) -m pytest
+
+lint: setup-test
+	$(VENV)/bin/ruff check .
 
 setup:
 	@bash scripts/setup.sh

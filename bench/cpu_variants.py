@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
-LONG_PROMPT = "<|im_start|>user\n" + " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30)) + "<|im_end|>\n"
+LINES = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30))
+LONG_PROMPT = f"<|im_start|>user\n{LINES}<|im_end|>\n"
 PROMPT = "<|im_start|>user\nWrite a short story about a laptop.<|im_end|>\n<|im_start|>assistant\n"
 
 

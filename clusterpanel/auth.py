@@ -1,7 +1,8 @@
 """Role checks: lab admins manage the lab; users see only their own work."""
 
+from collections.abc import Callable
 from functools import wraps
-from typing import Any, Callable
+from typing import Any
 
 from django.contrib.auth.mixins import AccessMixin
 from django.core.exceptions import PermissionDenied

@@ -11,9 +11,9 @@ import hashlib
 import io
 import shlex
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 import paramiko
 
@@ -110,7 +110,7 @@ def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT,
         stdin.close()
         out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
         return Result(stdout.channel.recv_exit_status(), out, err)
-    except (socket.timeout, TimeoutError):
+    except TimeoutError:
         raise SSHError(f"`{argv[0]}` on {target.host} did not finish within {timeout:.0f} s.") from None
     finally:
         if owned:

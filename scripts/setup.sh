@@ -20,7 +20,7 @@ declare -A PROVIDES=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
   [unshare]=util-linux
 )
-TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user)
+declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user)
 
 missing_packages() {
   local -n table=$1

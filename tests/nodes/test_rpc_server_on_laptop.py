@@ -1,29 +1,17 @@
 """The runtime bundle, copied into a simulated laptop, serves RPC to the head."""
 
 import json
-import socket
-import time
 
 import pytest
 
 from jobs import llamacpp, oneshot
 from nodes import rpc, ssh
+from tests.conftest import wait_for_port
 from tests.nodes.laptops import target
 
 PORT = 50052
 START = ('cd .clusterpanel/clusterpanel-runtime && '
          '(setsid bin/ggml-rpc-server -H "$1" -p "$2" > rpc-server.log 2>&1 < /dev/null & echo $!)')
-
-
-def wait_for(address: str, port: int, timeout: float = 20.0) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection((address, port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise AssertionError(f"ggml-rpc-server did not listen on {address}:{port}")
 
 
 @pytest.fixture
@@ -39,7 +27,7 @@ def rpc_server(lan, runtime_bundle):
                          client=client)
         assert unpack.exit_status == 0, unpack.stderr
         pid = ssh.run(node, ["sh", "-c", START, "sh", laptop.address, str(PORT)], client=client).stdout.strip()
-        wait_for(laptop.address, PORT)
+        wait_for_port(PORT, host=laptop.address)
         yield laptop, node, client
     finally:
         ssh.run(node, ["sh", "-c", 'kill "$1" 2>/dev/null; rm -rf .clusterpanel runtime.tar.gz', "sh", pid],

@@ -6,16 +6,14 @@ get exactly the tokens it gets on its own CPU (no "illegal instruction").
 """
 
 import shutil
-import socket
 import subprocess
 import tarfile
-import time
 
 import pytest
 
 from jobs import oneshot
 from nodes import rpc
-from tests.conftest import free_port, stop
+from tests.conftest import free_port, stop, wait_for_port
 
 PROMPT = "<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n"
 OLD_CPUS = [
@@ -48,14 +46,7 @@ def test_it_serves_an_older_cpu_with_the_variant_it_supports(bin_dir, native_ans
                                "-H", "127.0.0.1", "-p", str(port), "-t", "2"],
                               stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-                break
-            except OSError:
-                assert server.poll() is None and time.monotonic() < deadline, log.read_text()
-                time.sleep(0.2)
+        wait_for_port(port, timeout=60, process=server)
         assert f"libggml-cpu-{variant}.so" in log.read_text()
         assert rpc.hello("127.0.0.1", port).devices == 1
         answer = oneshot.complete([f"127.0.0.1:{port}"], PROMPT, max_tokens=6, timeout=600)
