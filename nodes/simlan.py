@@ -23,6 +23,18 @@ NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 USER_COMMENT = "clusterpanel simlan"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 SSHD = "/usr/sbin/sshd"
+# Its own UTS namespace gives each laptop its own host name. `ip netns exec` gives it a
+# fresh /sys without the cgroup mounts, so mount the controllers again: a laptop made
+# smaller by a cgroup can then read its own limit, as the panel's probe does.
+START_SSHD = """
+hostname "$1"
+if mount -t tmpfs cgroups /sys/fs/cgroup 2>/dev/null; then
+  for controller in memory cpu; do
+    mkdir -p "/sys/fs/cgroup/$controller" && mount -t cgroup -o "$controller" cgroup "/sys/fs/cgroup/$controller"
+  done
+fi
+exec "$2" -f "$3" -E "$4"
+"""
 
 
 class SimLanError(RuntimeError):
@@ -78,6 +90,10 @@ def require_root() -> None:
     missing = [tool for tool in ("ip", "tc", "useradd", "ssh-keygen", SSHD) if not shutil.which(tool)]
     if missing:
         raise SimLanError(f"Missing tools: {', '.join(missing)}. Install iproute2 and openssh-server.")
+
+
+def ssh_fingerprint(private_key: Path) -> str:
+    return run("ssh-keygen", "-l", "-E", "sha256", "-f", f"{private_key}.pub").stdout.split()[1]
 
 
 def parse_rate(rate: str) -> int:
@@ -183,9 +199,27 @@ class SimLan:
         pid = self.start_sshd(ns, laptop_dir, host_key, address, user)
         self.limit(i, pid, memory, cpus)
         public = host_key.with_suffix(".pub").read_text().split()
-        fingerprint = run("ssh-keygen", "-l", "-E", "sha256", "-f", str(host_key) + ".pub").stdout.split()[1]
+        fingerprint = ssh_fingerprint(host_key)
         return Laptop(i, f"{self.name}-{i}", ns, address, user, password, str(home),
                       f"{public[0]} {public[1]}", fingerprint, 22, pid)
+
+    def rekey(self, i: int) -> Laptop:
+        """Give laptop `i` a new host key, as a reinstalled laptop would have, and restart its sshd."""
+        lan = self.status()
+        laptop = next(each for each in lan.laptops if each.index == i)
+        laptop_dir = self.state_dir / f"laptop{i}"
+        self.kill_pids([laptop.sshd_pid])
+        host_key = laptop_dir / "ssh_host_ed25519_key"
+        host_key.unlink()
+        host_key.with_suffix(".pub").unlink()
+        run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", laptop.netns, "-f", str(host_key))
+        laptop.sshd_pid = self.start_sshd(laptop.netns, laptop_dir, host_key, laptop.address, laptop.user)
+        public = host_key.with_suffix(".pub").read_text().split()
+        laptop.host_key = f"{public[0]} {public[1]}"
+        laptop.host_key_fingerprint = ssh_fingerprint(host_key)
+        self.write_known_hosts(lan)
+        self.save(lan)
+        return laptop
 
     def cap_rate(self, tc: list[str], device: str, bits: int) -> None:
         burst = max(bits // 8 // 250, 64 * 1024)  # 4 ms of traffic, at least 64 KiB
@@ -220,8 +254,8 @@ class SimLan:
             "ClientAliveInterval 15", "",
         ]))
         Path("/run/sshd").mkdir(mode=0o755, exist_ok=True)
-        # Its own UTS namespace gives each laptop its own host name, as on a real LAN.
-        run("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", 'hostname "$1" && exec "$2" -f "$3" -E "$4"',
+        (laptop_dir / "sshd.pid").unlink(missing_ok=True)
+        run("ip", "netns", "exec", ns, "unshare", "--uts", "sh", "-c", START_SSHD,
             "sh", ns, SSHD, str(config), str(laptop_dir / "sshd.log"))
         pid_file = laptop_dir / "sshd.pid"
         deadline = time.monotonic() + 5

@@ -11,11 +11,14 @@ import hashlib
 import io
 import shlex
 import socket
+import threading
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import paramiko
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 60.0
@@ -59,6 +62,15 @@ def fingerprint(key_line: str) -> str:
     return "SHA256:" + base64.b64encode(hashlib.sha256(blob).digest()).decode().rstrip("=")
 
 
+def generate_key_pair(comment: str) -> tuple[str, str]:
+    """A new ed25519 key pair: (private key in OpenSSH format, public key line)."""
+    key = Ed25519PrivateKey.generate()
+    private = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+                                serialization.NoEncryption()).decode()
+    public = key.public_key().public_bytes(serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH)
+    return private, f"{public.decode()} {comment}"
+
+
 def load_private_key(text: str) -> paramiko.PKey:
     for cls in KEY_CLASSES:
         try:
@@ -100,36 +112,92 @@ def connect(target: SSHTarget, timeout: float = CONNECT_TIMEOUT) -> paramiko.SSH
     return client
 
 
-def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT,
-        client: paramiko.SSHClient | None = None) -> Result:
-    """Run `argv` (each part quoted) on the target; raises SSHError on timeout."""
-    owned = client is None
-    client = client or connect(target)
+_pool: dict[SSHTarget, paramiko.SSHClient] = {}
+_pool_lock = threading.Lock()
+
+
+def pooled(target: SSHTarget) -> paramiko.SSHClient:
+    """A live connection to `target`, reused across calls in this process."""
+    with _pool_lock:
+        client = _pool.get(target)
+        transport = client.get_transport() if client else None
+        if transport is None or not transport.is_active():
+            if client is not None:
+                client.close()
+            client = _pool[target] = connect(target)
+            client.get_transport().set_keepalive(15)
+        return client
+
+
+def forget(target: SSHTarget) -> None:
+    """Drop the pooled connection, e.g. after it failed or the target changed."""
+    with _pool_lock:
+        client = _pool.pop(target, None)
+    if client is not None:
+        client.close()
+
+
+def remote_path(path: str) -> str:
+    """SFTP and quoted commands see no `~`: a path under home becomes relative to it."""
+    return path[2:] if path.startswith("~/") else ("." if path == "~" else path)
+
+
+def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT) -> Result:
+    """Run `argv` (each part quoted) in the login user's home; raises SSHError on failure to run."""
     try:
-        stdin, stdout, stderr = client.exec_command(shlex.join(argv), timeout=timeout)
+        stdin, stdout, stderr = pooled(target).exec_command(shlex.join(argv), timeout=timeout)
         stdin.close()
         out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
         return Result(stdout.channel.recv_exit_status(), out, err)
     except TimeoutError:
+        forget(target)
         raise SSHError(f"`{argv[0]}` on {target.host} did not finish within {timeout:.0f} s.") from None
-    finally:
-        if owned:
-            client.close()
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        forget(target)
+        raise SSHError(f"Lost the connection to {target.host} running `{argv[0]}`: {exc}") from None
+
+
+def sh(target: SSHTarget, script: str, *args: str, timeout: float = COMMAND_TIMEOUT) -> Result:
+    """Run a fixed shell script; values reach it only as quoted positional arguments ($1, $2...)."""
+    return run(target, ["sh", "-c", script, "sh", *args], timeout=timeout)
+
+
+@dataclass(frozen=True)
+class Pushed:
+    size: int
+    sent: int
+    resumed_from: int
 
 
 def push(target: SSHTarget, local: Path, remote: str,
-         progress: Callable[[int, int], None] | None = None,
-         client: paramiko.SSHClient | None = None) -> None:
-    owned = client is None
-    client = client or connect(target)
+         progress: Callable[[int, int], None] | None = None, chunk: int = 1 << 20) -> Pushed:
+    """Copy `local` to `remote` over SFTP through `remote`.part, resuming a part left by an earlier try."""
+    size, remote, partial = local.stat().st_size, remote_path(remote), remote_path(remote) + ".part"
     try:
-        with client.open_sftp() as sftp:
-            sftp.put(str(local), remote, callback=progress)
-    except (OSError, paramiko.SSHException) as exc:
+        with pooled(target).open_sftp() as sftp:
+            offset = _partial_size(sftp, partial)
+            offset = offset if offset <= size else 0
+            with open(local, "rb") as source, sftp.open(partial, "ab" if offset else "wb") as dest:
+                dest.set_pipelined(True)
+                source.seek(offset)
+                done = offset
+                while block := source.read(chunk):
+                    dest.write(block)
+                    done += len(block)
+                    if progress:
+                        progress(done, size)
+            sftp.posix_rename(partial, remote)
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        forget(target)
         raise SSHError(f"Copying {local.name} to {target.host}:{remote} failed: {exc}") from None
-    finally:
-        if owned:
-            client.close()
+    return Pushed(size, size - offset, offset)
+
+
+def _partial_size(sftp: paramiko.SFTPClient, path: str) -> int:
+    try:
+        return sftp.stat(path).st_size or 0
+    except FileNotFoundError:
+        return 0
 
 
 def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT) -> str:

@@ -139,7 +139,7 @@ def build_wheel(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
     staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
     env = {**os.environ, "CMAKE_ARGS": WHEEL_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
     run_step(
-        "build the llama-cpp-python wheel with RPC (about 6 min on 2 cores)",
+        "build the llama-cpp-python wheel with RPC (3 to 6 min on 2 cores)",
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(staging), str(source)],
         logs / "wheel.log", env=env,
         hint="Needs a C/C++ compiler, cmake and the Python headers (make setup installs them).",

@@ -20,33 +20,29 @@ def rpc_server(lan, runtime_bundle):
     the_lan = lan(3)
     laptop = the_lan.laptops[0]
     node = target(the_lan, laptop)
-    client = ssh.connect(node)
+    pid = ""
     try:
-        ssh.push(node, runtime_bundle.tarball, "runtime.tar.gz", client=client)
-        unpack = ssh.run(node, ["sh", "-c", "mkdir -p .clusterpanel && tar xzf runtime.tar.gz -C .clusterpanel"],
-                         client=client)
+        ssh.push(node, runtime_bundle.tarball, "runtime.tar.gz")
+        unpack = ssh.sh(node, "mkdir -p .clusterpanel && tar xzf runtime.tar.gz -C .clusterpanel")
         assert unpack.exit_status == 0, unpack.stderr
-        pid = ssh.run(node, ["sh", "-c", START, "sh", laptop.address, str(PORT)], client=client).stdout.strip()
+        pid = ssh.sh(node, START, laptop.address, str(PORT)).stdout.strip()
         wait_for_port(PORT, host=laptop.address)
-        yield laptop, node, client
+        yield laptop, node
     finally:
-        ssh.run(node, ["sh", "-c", 'kill "$1" 2>/dev/null; rm -rf .clusterpanel runtime.tar.gz', "sh", pid],
-                client=client)
-        client.close()
+        ssh.sh(node, 'kill "$1" 2>/dev/null; rm -rf .clusterpanel runtime.tar.gz', pid)
 
 
-def test_it_unpacks_the_bundle_on_the_laptop_intact(rpc_server, runtime_bundle):
-    _, node, client = rpc_server
-    listing = ssh.run(node, ["sh", "-c", "cd .clusterpanel/clusterpanel-runtime && cat manifest.json"], client=client)
+def test_it_unpacks_the_bundle_on_the_laptop_intact(rpc_server):
+    _, node = rpc_server
+    listing = ssh.sh(node, "cd .clusterpanel/clusterpanel-runtime && cat manifest.json")
     files = json.loads(listing.stdout)["files"]
-    sums = ssh.run(node, ["sh", "-c", "cd .clusterpanel/clusterpanel-runtime && sha256sum " + " ".join(files)],
-                   client=client).stdout
+    sums = ssh.sh(node, 'cd .clusterpanel/clusterpanel-runtime && sha256sum "$@"', *files).stdout
     on_laptop = {name: digest for digest, name in (line.split() for line in sums.splitlines())}
     assert on_laptop == files
 
 
 def test_it_completes_the_rpc_handshake_from_the_head(rpc_server, runtime_bundle):
-    laptop, _, _ = rpc_server
+    laptop, _ = rpc_server
     answer = rpc.hello(laptop.address, PORT)
     assert answer.version == runtime_bundle.rpc_protocol
     assert answer.compatible_with(runtime_bundle.rpc_protocol)
@@ -54,15 +50,15 @@ def test_it_completes_the_rpc_handshake_from_the_head(rpc_server, runtime_bundle
 
 
 def test_it_is_understood_by_the_heads_own_rpc_client(rpc_server):
-    laptop, _, _ = rpc_server
+    laptop, _ = rpc_server
     memory = llamacpp.rpc_device_memory(f"{laptop.address}:{PORT}")
     assert 0 < memory["free"] <= memory["total"]
 
 
 def test_it_picks_the_best_cpu_variant_the_laptop_supports(rpc_server):
-    _, node, client = rpc_server
-    rpc.hello(rpc_server[0].address, PORT)
-    log = ssh.run(node, ["cat", ".clusterpanel/clusterpanel-runtime/rpc-server.log"], client=client).stdout
+    laptop, node = rpc_server
+    rpc.hello(laptop.address, PORT)
+    log = ssh.run(node, ["cat", ".clusterpanel/clusterpanel-runtime/rpc-server.log"]).stdout
     flags = open("/proc/cpuinfo").read().split("flags")[1].split("\n")[0].split()
     loaded = [line for line in log.splitlines() if "loaded CPU backend" in line]
     assert loaded, log
@@ -77,7 +73,7 @@ def test_it_says_plainly_when_no_server_listens(lan):
 
 
 def test_it_runs_every_layer_on_the_laptop_and_answers_as_the_head_alone_would(rpc_server):
-    laptop, _, _ = rpc_server
+    laptop, _ = rpc_server
     prompt = "<|im_start|>user\nName a planet.<|im_end|>\n<|im_start|>assistant\n"
     alone = oneshot.complete([], prompt, max_tokens=8)
     remote = oneshot.complete([f"{laptop.address}:{PORT}"], prompt, max_tokens=8)

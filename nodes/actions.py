@@ -1,0 +1,46 @@
+"""What each kind of NodeAction does. Raise ActionError to fail with a plain message."""
+
+from nodes import install, probe
+from nodes.models import ActionKind, Node, NodeAction, NodeStatus, Probe
+from nodes.runtime import RuntimeNotFound, find_bundle
+from nodes.transfer import TransferError
+
+
+class ActionError(Exception):
+    pass
+
+
+def do_probe(action: NodeAction, node: Node) -> None:
+    action.report("Asking the laptop about itself.")
+    facts = probe.probe(node.ssh_target(), node.install_dir)
+    Probe.objects.create(node=node, facts=facts)
+    node.set_status(NodeStatus.READY)
+    action.report(f"{facts['cpu_model'] or facts['arch']}, {facts['logical_cores']} threads, "
+                  f"{(facts['ram_total'] or 0) / 2**30:.1f} GiB RAM")
+
+
+def latest_facts(action: NodeAction, node: Node) -> dict:
+    found = node.probes.first()
+    if found is None:
+        do_probe(action, node)
+        found = node.probes.first()
+    return found.facts
+
+
+def do_install_runtime(action: NodeAction, node: Node) -> None:
+    try:
+        bundle = find_bundle()
+    except RuntimeNotFound as exc:
+        raise ActionError(str(exc)) from None
+    try:
+        installed = install.install_runtime(node.ssh_target(), node.install_dir, bundle,
+                                            latest_facts(action, node), action.report)
+    except (install.InstallRefused, TransferError) as exc:
+        raise ActionError(str(exc)) from None
+    action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired)
+
+
+HANDLERS = {
+    ActionKind.PROBE: do_probe,
+    ActionKind.INSTALL_RUNTIME: do_install_runtime,
+}

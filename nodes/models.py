@@ -1,0 +1,171 @@
+from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
+from django.db import models
+from django.utils import timezone
+
+from clusterpanel.broadcast import broadcast
+from clusterpanel.crypto import EncryptedTextField
+from nodes import ssh
+
+HOST_KEY_FORMAT = RegexValidator(r"^(ssh-ed25519|ecdsa-sha2-nistp\d+|ssh-rsa) [A-Za-z0-9+/=]+$",
+                                 "Not an SSH public host key.")
+
+
+class PanelKey(models.Model):
+    """The panel's own SSH identity: one ed25519 key pair, made on first use."""
+
+    private_key = EncryptedTextField()
+    public_key = models.TextField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    @classmethod
+    def get(cls) -> "PanelKey":
+        existing = cls.objects.order_by("pk").first()
+        if existing is not None:
+            return existing
+        private, public = ssh.generate_key_pair("clusterpanel")
+        return cls.objects.create(private_key=private, public_key=public)
+
+
+class NodeStatus(models.TextChoices):
+    NEW = "new", "New"
+    READY = "ready", "Ready"
+    OFFLINE = "offline", "Offline"
+    HOST_KEY_CHANGED = "host_key_changed", "Host key changed"
+    LOGIN_REFUSED = "login_refused", "Login refused"
+
+
+class Connection(models.TextChoices):
+    TUNNEL = "tunnel", "SSH tunnel (rpc-server bound to the laptop's 127.0.0.1)"
+    DIRECT = "direct", "Direct LAN (rpc-server open to the LAN, no authentication)"
+
+
+class Node(models.Model):
+    """A laptop the panel reaches over SSH."""
+
+    name = models.SlugField(max_length=40, unique=True)
+    host = models.CharField(max_length=255)
+    port = models.PositiveIntegerField(default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
+    username = models.CharField(max_length=64)
+    install_dir = models.CharField(max_length=255, default="~/.clusterpanel")
+    host_key = models.TextField(validators=[HOST_KEY_FORMAT])
+    presented_host_key = models.TextField(blank=True, help_text="A different key the laptop showed, awaiting approval.")
+    private_key = EncryptedTextField(blank=True, help_text="Empty: the panel's own key.")
+    connection = models.CharField(max_length=10, choices=Connection.choices, default=Connection.TUNNEL)
+    status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
+    status_detail = models.TextField(blank=True)
+    last_seen = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def host_key_fingerprint(self) -> str:
+        return ssh.fingerprint(self.host_key)
+
+    @property
+    def presented_fingerprint(self) -> str:
+        return ssh.fingerprint(self.presented_host_key) if self.presented_host_key else ""
+
+    def ssh_target(self) -> ssh.SSHTarget:
+        key = self.private_key or PanelKey.get().private_key
+        return ssh.SSHTarget(self.host, self.username, self.host_key, self.port, private_key=key)
+
+    def set_status(self, status: str, detail: str = "") -> None:
+        self.status, self.status_detail = status, detail
+        fields = ["status", "status_detail"]
+        if status == NodeStatus.READY:
+            self.last_seen = timezone.now()
+            fields.append("last_seen")
+        self.save(update_fields=fields)
+
+    def refuse_host_key(self, presented: str) -> None:
+        self.presented_host_key = presented
+        self.save(update_fields=["presented_host_key"])
+        self.set_status(NodeStatus.HOST_KEY_CHANGED,
+                        f"The laptop now presents {ssh.fingerprint(presented)} instead of "
+                        f"{self.host_key_fingerprint}. An admin must approve the new key.")
+
+    def approve_presented_host_key(self) -> None:
+        self.host_key, self.presented_host_key = self.presented_host_key, ""
+        self.save(update_fields=["host_key", "presented_host_key"])
+        self.set_status(NodeStatus.NEW, "New host key approved.")
+
+
+class Probe(models.Model):
+    """What the laptop said about itself, at one moment."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="probes")
+    facts = models.JSONField()
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+        get_latest_by = "created"
+
+
+class ActionStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+
+
+class ActionKind(models.TextChoices):
+    PROBE = "probe", "Probe"
+    INSTALL_RUNTIME = "install_runtime", "Install runtime"
+    START_RPC = "start_rpc", "Start rpc-server"
+    STOP_RPC = "stop_rpc", "Stop rpc-server"
+    NETWORK_CHECK = "network_check", "Network check"
+
+
+class NodeAction(models.Model):
+    """One piece of work on a laptop: the single record of its state, progress and outcome."""
+
+    TERMINAL = {ActionStatus.SUCCEEDED, ActionStatus.FAILED}
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="actions")
+    kind = models.CharField(max_length=20, choices=ActionKind.choices)
+    status = models.CharField(max_length=10, choices=ActionStatus.choices, default=ActionStatus.QUEUED)
+    progress = models.JSONField(default=dict, blank=True)
+    message = models.TextField(blank=True)
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey("clusterpanel.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    started = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} on {self.node} ({self.status})"
+
+    def claim(self) -> bool:
+        """Move QUEUED to RUNNING; False when another worker already has it."""
+        now = timezone.now()
+        claimed = NodeAction.objects.filter(pk=self.pk, status=ActionStatus.QUEUED).update(
+            status=ActionStatus.RUNNING, started=now)
+        if claimed:
+            self.status, self.started = ActionStatus.RUNNING, now
+        return bool(claimed)
+
+    def report(self, message: str = "", **progress) -> None:
+        self.message = message or self.message
+        self.progress = {**self.progress, **progress}
+        self.save(update_fields=["message", "progress"])
+        self.announce()
+
+    def finish(self, status: str, error: str = "") -> None:
+        self.status, self.error, self.finished = status, error, timezone.now()
+        self.save(update_fields=["status", "error", "finished"])
+        self.announce()
+
+    def announce(self) -> None:
+        broadcast(f"node_{self.node_id}", "node.action", {
+            "id": self.pk, "kind": self.kind, "status": self.status, "message": self.message,
+            "error": self.error, "progress": self.progress,
+        })

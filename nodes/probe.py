@@ -1,0 +1,66 @@
+"""Ask a laptop what it is: CPU, memory, disk, network, power. Runs nodes/probe.sh over SSH."""
+
+import time
+from pathlib import Path
+
+from nodes import ssh
+
+SCRIPT = (Path(__file__).parent / "probe.sh").read_text()
+INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                     "avx512_vbmi", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8")
+NO_LIMIT = 2**62  # cgroup v1 writes a huge number for "unlimited"
+
+
+def probe(target: ssh.SSHTarget, install_dir: str) -> dict:
+    sent = time.time()
+    result = ssh.sh(target, SCRIPT, ssh.remote_path(install_dir), timeout=30)
+    received = time.time()
+    raw = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    facts = parse(raw)
+    facts["clock_offset_s"] = clock_offset(raw.get("clock", ""), (sent + received) / 2)
+    return facts
+
+
+def clock_offset(remote: str, local: float) -> float | None:
+    """Seconds the laptop's clock is ahead of the panel's (macOS's date has no %N: whole seconds)."""
+    seconds, _, fraction = remote.partition(".")
+    if not seconds.isdigit():
+        return None
+    remote_time = float(f"{seconds}.{fraction}") if fraction.isdigit() else float(seconds)
+    return round(remote_time - local, 3)
+
+
+def _int(raw: dict, key: str, scale: int = 1) -> int | None:
+    value = raw.get(key, "").strip()
+    return int(value) * scale if value.lstrip("-").isdigit() else None
+
+
+def parse(raw: dict) -> dict:
+    """Typed facts from the script's key=value lines; what a laptop cannot tell is None."""
+    flags = raw.get("cpu_flags", "").split()
+    ram_total = _int(raw, "meminfo_MemTotal", 1024) or _int(raw, "mem_total_kb", 1024)
+    limit = _int(raw, "cgroup_memory_limit")
+    if limit is not None and (limit >= NO_LIMIT or (ram_total and limit >= ram_total)):
+        limit = None
+    swap_total, swap_free = _int(raw, "meminfo_SwapTotal", 1024), _int(raw, "meminfo_SwapFree", 1024)
+    temperature = _int(raw, "temperature_mc")
+    return {
+        "os": raw.get("os", ""), "kernel": raw.get("kernel", ""), "arch": raw.get("arch", ""),
+        "distro": raw.get("distro", ""), "hostname": raw.get("hostname", ""),
+        "glibc": raw.get("glibc", ""), "glibcxx": raw.get("glibcxx", "").removeprefix("GLIBCXX_"),
+        "cpu_model": raw.get("cpu_model", ""),
+        "physical_cores": _int(raw, "physical_cores"), "logical_cores": _int(raw, "logical_cores"),
+        "cpu_flags": [flag for flag in INTERESTING_FLAGS if flag in flags],
+        "cpu_mhz": _int(raw, "cpu_mhz"),
+        "ram_total": ram_total, "ram_available": _int(raw, "meminfo_MemAvailable", 1024),
+        "ram_limit": limit,
+        "swap_total": swap_total,
+        "swap_used": swap_total - swap_free if swap_total is not None and swap_free is not None else None,
+        "disk_free": _int(raw, "disk_free_kb", 1024),
+        "disk_rotational": {"1": True, "0": False}.get(raw.get("disk_rotational", "")),
+        "nic": raw.get("nic", ""), "link_speed_mbps": _int(raw, "link_speed_mbps"),
+        "wireless": {"1": True, "0": False}.get(raw.get("wireless", "")),
+        "on_ac": {"1": True, "0": False}.get(raw.get("on_ac", "")),
+        "battery_percent": _int(raw, "battery_percent"), "battery_status": raw.get("battery_status", ""),
+        "temperature_c": temperature / 1000 if temperature else None,
+    }

@@ -1,0 +1,67 @@
+# What a laptop can tell about itself, as key=value lines. POSIX sh; Linux fully, macOS best effort.
+# $1: the panel's install folder on the laptop (made if missing, to measure its disk).
+set +e
+dir="$1"
+mkdir -p "$dir" 2>/dev/null
+kv() { printf '%s=%s\n' "$1" "$2"; }
+
+kv os "$(uname -s)"
+kv kernel "$(uname -r)"
+kv arch "$(uname -m)"
+kv hostname "$(hostname)"
+kv clock "$(date +%s.%N)"
+kv disk_free_kb "$(df -Pk "$dir" 2>/dev/null | awk 'NR==2 {print $4}')"
+
+if [ "$(uname -s)" = Darwin ]; then
+  kv distro "macOS $(sw_vers -productVersion 2>/dev/null)"
+  kv cpu_model "$(sysctl -n machdep.cpu.brand_string 2>/dev/null)"
+  kv physical_cores "$(sysctl -n hw.physicalcpu 2>/dev/null)"
+  kv logical_cores "$(sysctl -n hw.logicalcpu 2>/dev/null)"
+  kv cpu_flags "$(sysctl -n machdep.cpu.features machdep.cpu.leaf7_features 2>/dev/null | tr 'A-Z\n' 'a-z ')"
+  kv mem_total_kb "$(( $(sysctl -n hw.memsize 2>/dev/null || echo 0) / 1024 ))"
+  exit 0
+fi
+
+[ -r /etc/os-release ] && kv distro "$(. /etc/os-release; echo "$PRETTY_NAME")"
+kv glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
+libstdcxx=$( (ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}') )
+[ -z "$libstdcxx" ] && for f in /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib64/libstdc++.so.6 /usr/lib/libstdc++.so.6; do
+  [ -r "$f" ] && libstdcxx=$f && break
+done
+[ -n "$libstdcxx" ] && kv glibcxx "$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$libstdcxx" | sort -t. -k3 -n | tail -1)"
+
+kv cpu_model "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+kv logical_cores "$(grep -c '^processor' /proc/cpuinfo)"
+kv physical_cores "$(awk -F': ' '/^physical id/ {p=$2} /^core id/ {print p ":" $2}' /proc/cpuinfo | sort -u | wc -l)"
+kv cpu_flags "$(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo)"
+kv cpu_mhz "$(awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "%.0f", s / n}' /proc/cpuinfo)"
+awk '/^(MemTotal|MemAvailable|SwapTotal|SwapFree):/ {sub(":", "", $1); print "meminfo_" $1 "=" $2}' /proc/meminfo
+
+# A memory limit set by a cgroup counts as the laptop's RAM (v2, then v1).
+group=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+[ -r "/sys/fs/cgroup$group/memory.max" ] && kv cgroup_memory_limit "$(cat "/sys/fs/cgroup$group/memory.max")"
+group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
+[ -n "$group" ] && [ -r "/sys/fs/cgroup/memory$group/memory.limit_in_bytes" ] && \
+  kv cgroup_memory_limit "$(cat "/sys/fs/cgroup/memory$group/memory.limit_in_bytes")"
+
+source=$(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $1}')
+block=$(basename "$(readlink -f "$source" 2>/dev/null)")
+for candidate in "/sys/class/block/$block/queue/rotational" "/sys/class/block/$block/../queue/rotational"; do
+  [ -r "$candidate" ] && kv disk_rotational "$(cat "$candidate")" && break
+done
+
+nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+if [ -n "$nic" ]; then
+  kv nic "$nic"
+  kv link_speed_mbps "$(cat "/sys/class/net/$nic/speed" 2>/dev/null)"
+  [ -d "/sys/class/net/$nic/wireless" ] && kv wireless 1 || kv wireless 0
+fi
+
+for supply in /sys/class/power_supply/*; do
+  [ -r "$supply/type" ] || continue
+  case "$(cat "$supply/type")" in
+    Mains) kv on_ac "$(cat "$supply/online" 2>/dev/null)" ;;
+    Battery) kv battery_percent "$(cat "$supply/capacity" 2>/dev/null)"; kv battery_status "$(cat "$supply/status" 2>/dev/null)" ;;
+  esac
+done
+kv temperature_mc "$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1)"

@@ -1,0 +1,64 @@
+"""Adding a laptop: pin its host key, make sure the panel can log in, and only then save it."""
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from nodes import ssh
+from nodes.models import ActionKind, Node, PanelKey
+
+INSTALL_KEY = (
+    'umask 077 && mkdir -p .ssh && touch .ssh/authorized_keys && '
+    '(grep -qxF "$1" .ssh/authorized_keys || printf "%s\\n" "$1" >> .ssh/authorized_keys)'
+)
+
+
+class RegistrationError(Exception):
+    pass
+
+
+def install_panel_key(host: str, port: int, username: str, host_key: str, password: str) -> None:
+    """Log in once with a password and add the panel's public key, like ssh-copy-id. The password is not kept."""
+    target = ssh.SSHTarget(host, username, host_key, port, password=password)
+    try:
+        result = ssh.sh(target, INSTALL_KEY, PanelKey.get().public_key)
+    finally:
+        ssh.forget(target)
+    if result.exit_status != 0:
+        raise RegistrationError(f"Could not add the panel's key to ~/.ssh/authorized_keys: {result.stderr.strip()}")
+
+
+def check_login(node: Node) -> None:
+    """Log in with the node's key and run one command; raises RegistrationError in plain words."""
+    target = node.ssh_target()
+    try:
+        result = ssh.run(target, ["true"], timeout=ssh.CONNECT_TIMEOUT)
+    except ssh.HostKeyMismatch as exc:
+        raise RegistrationError(f"{exc} Check that {node.host} is the laptop you mean.") from None
+    except ssh.SSHError as exc:
+        raise RegistrationError(str(exc)) from None
+    finally:
+        ssh.forget(target)
+    if result.exit_status != 0:
+        raise RegistrationError(f"Logged in to {node.host}, but `true` failed: {result.stderr.strip()}")
+
+
+def register(node: Node, password: str | None = None, probe: bool = True) -> Node:
+    """Save `node` (host key already confirmed by an admin) once the panel can log in; nothing is saved otherwise."""
+    try:
+        node.full_clean()
+    except ValidationError as exc:
+        raise RegistrationError(" ".join(f"{field}: {' '.join(errors)}" for field, errors in
+                                         exc.message_dict.items())) from None
+    if password:
+        try:
+            install_panel_key(node.host, node.port, node.username, node.host_key, password)
+        except ssh.SSHError as exc:
+            raise RegistrationError(str(exc)) from None
+    check_login(node)
+    with transaction.atomic():
+        node.save()
+        if probe:
+            from nodes.tasks import enqueue
+
+            enqueue(node, ActionKind.PROBE)
+    return node

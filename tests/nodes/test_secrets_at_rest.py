@@ -1,0 +1,32 @@
+"""Private keys and passwords never sit in the database in clear."""
+
+import io
+from pathlib import Path
+
+from django.core.management import call_command
+
+from django.conf import settings
+from django.db import connection
+
+from nodes.models import Node, PanelKey
+
+
+def test_it_keeps_no_private_key_in_clear_in_the_database_file(lan, transactional_db):
+    the_lan = lan(3)
+    laptop = the_lan.laptops[0]
+    key_text = Path(the_lan.key_path).read_text()
+    Node.objects.create(name="n1", host=laptop.address, username=laptop.user, host_key=laptop.host_key,
+                        private_key=key_text)
+    panel_private = PanelKey.get().private_key
+    other = the_lan.laptops[1]
+    call_command("addnode", "--name", "n2", "--host", other.address, "--user", other.user, "--password",
+                 "--fingerprint", other.host_key_fingerprint, stdin=io.StringIO(other.password + "\n"),
+                 stdout=io.StringIO())
+    connection.close()  # flush everything to the file
+    raw = Path(settings.DATABASES["default"]["TEST"]["NAME"]).read_bytes()
+    assert other.password.encode() not in raw
+    for secret in (key_text, panel_private):
+        body = "".join(secret.strip().splitlines()[1:-1])
+        assert body[:40].encode() not in raw
+        assert b"PRIVATE KEY" not in raw
+    assert Node.objects.get(name="n1").private_key == key_text, "the panel itself can still read it"
