@@ -24,6 +24,8 @@ class Installed:
     path: str
     copied: bool
     repaired: bool
+    sent: int = 0
+    resumed_from: int = 0
 
 
 def version(text: str | None) -> tuple[int, ...]:
@@ -72,4 +74,5 @@ def install_runtime(target: ssh.SSHTarget, install_dir: str, bundle: RuntimeBund
     if unpacked.exit_status != 0 or not is_intact(target, path, bundle):
         raise InstallRefused(f"Unpacking the runtime failed on the laptop: {unpacked.stderr.strip() or 'files differ'}")
     report("Runtime installed and verified.")
-    return Installed(path, copied=not copied.skipped, repaired=existed)
+    return Installed(path, copied=not copied.skipped, repaired=existed, sent=copied.sent,
+                     resumed_from=copied.resumed_from)
