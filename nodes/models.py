@@ -169,3 +169,46 @@ class NodeAction(models.Model):
             "id": self.pk, "kind": self.kind, "status": self.status, "message": self.message,
             "error": self.error, "progress": self.progress,
         })
+
+
+class ServerStatus(models.TextChoices):
+    STARTING = "starting", "Starting"
+    RUNNING = "running", "Running"
+    RESTARTING = "restarting", "Restarting"
+    STOPPED = "stopped", "Stopped"
+    FAILED = "failed", "Failed"
+
+
+class RpcServer(models.Model):
+    """One ggml-rpc-server on a laptop: what the admin wants, and what the supervisor last saw."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="rpc_servers")
+    port = models.PositiveIntegerField(default=50052, validators=[MinValueValidator(1024), MaxValueValidator(65535)])
+    wanted = models.BooleanField(default=True, help_text="Should be running.")
+    status = models.CharField(max_length=12, choices=ServerStatus.choices, default=ServerStatus.STARTING)
+    local_port = models.PositiveIntegerField(null=True, blank=True, help_text="The head's end of the SSH tunnel.")
+    pid = models.PositiveIntegerField(null=True, blank=True)
+    protocol = models.CharField(max_length=20, blank=True)
+    restarts = models.PositiveIntegerField(default=0)
+    failures = models.PositiveIntegerField(default=0, help_text="Failed starts in a row, for backoff.")
+    last_death = models.TextField(blank=True)
+    last_death_at = models.DateTimeField(null=True, blank=True)
+    next_try_at = models.DateTimeField(null=True, blank=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["node", "port"], name="one_server_per_node_port")]
+
+    def __str__(self) -> str:
+        return f"rpc-server {self.node}:{self.port}"
+
+    @property
+    def direct(self) -> bool:
+        return self.node.connection == Connection.DIRECT
+
+    @property
+    def endpoint(self) -> str | None:
+        """Where the head's llama.cpp reaches this server."""
+        if self.direct:
+            return f"{self.node.host}:{self.port}"
+        return f"127.0.0.1:{self.local_port}" if self.local_port else None

@@ -11,7 +11,10 @@ import hashlib
 import io
 import shlex
 import socket
+import subprocess
+import tempfile
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -213,3 +216,62 @@ def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT) -> 
     except (OSError, paramiko.SSHException) as exc:
         raise SSHError(f"Cannot reach {host}:{port}: {exc}") from None
     return f"{key.get_name()} {key.get_base64()}"
+
+
+@dataclass
+class Forward:
+    """An OpenSSH `ssh -N -L` child process: 127.0.0.1:local_port on the head reaches remote_port on the laptop."""
+
+    local_port: int
+    process: subprocess.Popen
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+
+def forward(target: SSHTarget, remote_port: int, local_port: int, timeout: float = CONNECT_TIMEOUT) -> Forward:
+    """Open a port forward with the system OpenSSH client: far faster per packet than a Python pump.
+
+    The key and the pinned host key go to 0600 files that are removed once the
+    connection is up; OpenSSH refuses any other host key (StrictHostKeyChecking).
+    """
+    if not target.private_key:
+        raise SSHError("A port forward needs a key; this target only has a password.", permanent=True)
+    with tempfile.TemporaryDirectory(prefix="clusterpanel-ssh-") as folder:
+        key, known = Path(folder) / "key", Path(folder) / "known_hosts"
+        key.touch(mode=0o600)
+        key.write_text(target.private_key if target.private_key.endswith("\n") else target.private_key + "\n")
+        name = target.host if target.port == 22 else f"[{target.host}]:{target.port}"
+        known.write_text(f"{name} {target.host_key}\n")
+        argv = ["ssh", "-N", "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}", "-i", str(key),
+                "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+                "-o", f"ConnectTimeout={int(timeout)}", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
+                "-p", str(target.port), f"{target.username}@{target.host}"]
+        process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                                   text=True, start_new_session=True)
+        if not _wait_listening(local_port, process, timeout + 2):
+            process.kill()
+            error = process.communicate()[1].strip()
+            raise SSHError(f"The SSH port forward to {target.host} failed: {error or 'no answer'}")
+    return Forward(local_port, process)
+
+
+def _wait_listening(port: int, process: subprocess.Popen, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and process.poll() is None:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return True
+        except OSError:
+            time.sleep(0.05)
+    return False

@@ -3,9 +3,8 @@
 import io
 from pathlib import Path
 
-from django.core.management import call_command
-
 from django.conf import settings
+from django.core.management import call_command
 from django.db import connection
 
 from nodes.models import Node, PanelKey

@@ -1,0 +1,96 @@
+"""ggml-rpc-server on a laptop: started detached (it outlives the SSH session), with a pidfile and a log.
+
+Layout on the laptop, under the install folder:
+  runtime/current/bin/ggml-rpc-server   the runtime (nodes/install.py)
+  rpc/<port>/pid, rpc/<port>/log         one server per port (a server serves one client at a time)
+  cache/rpc/                             its tensor cache (-c), shared by all its servers
+"""
+
+from dataclasses import dataclass
+
+from nodes import ssh
+
+START = """
+dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"
+mkdir -p "$dir" "$cache" || exit 3
+if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "running $(cat "$dir/pid")"; exit 0; fi
+[ -x "$bin" ] || { echo "no runtime at $bin" >&2; exit 4; }
+[ -f "$dir/log" ] && mv "$dir/log" "$dir/log.1"
+rm -f "$dir/pid"
+# A small shell stays as the server's parent to write down how it ended.
+LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
+  '"$0" "$@" & echo $! > "$PIDFILE"; wait $!; echo "ggml-rpc-server exited with status $?"' \
+  "$bin" -H "$host" -p "$port" -t "$threads" -c > "$dir/log" 2>&1 < /dev/null &
+for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/pid" ] && break; sleep 0.1; done
+echo "started $(cat "$dir/pid")"
+"""
+STOP = """
+dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null) || exit 0
+if grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
+  kill "$pid"; for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
+  kill -9 "$pid" 2>/dev/null
+fi
+rm -f "$dir/pid"
+"""
+STATUS = """
+dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null)
+if [ -n "$pid" ] && grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
+  echo "running $pid"
+else
+  echo stopped
+fi
+tail -n "$2" "$dir/log" 2>/dev/null
+"""
+
+
+class RpcServerError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class ServerState:
+    running: bool
+    pid: int | None
+    log_tail: str
+
+
+def why_it_ended(log_tail: str) -> str:
+    """The last words of a server, in plain language."""
+    for line in reversed(log_tail.splitlines()):
+        if line.startswith("ggml-rpc-server exited with status "):
+            code = int(line.rsplit(" ", 1)[1])
+            if code == 137:
+                return "killed (signal 9): by hand, or by the kernel when the laptop ran out of memory"
+            if code > 128:
+                return f"stopped by signal {code - 128}"
+            return f"exited with status {code}"
+    return "it is no longer running (no exit status recorded)"
+
+
+def folder(install_dir: str, port: int) -> str:
+    return ssh.remote_path(f"{install_dir.rstrip('/')}/rpc/{port}")
+
+
+def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0) -> int:
+    """Start (or find running) the server on `port`; its pid. threads=0: one per logical core."""
+    base = install_dir.rstrip("/")
+    binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
+    threads = threads or int(ssh.run(target, ["nproc"]).stdout.strip() or 1)
+    result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
+                    ssh.remote_path(f"{base}/cache"))
+    if result.exit_status == 4:
+        raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
+    if result.exit_status != 0 or not result.stdout.split()[-1:]:
+        raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
+    return int(result.stdout.split()[-1])
+
+
+def stop(target: ssh.SSHTarget, install_dir: str, port: int) -> None:
+    ssh.sh(target, STOP, folder(install_dir, port))
+
+
+def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20) -> ServerState:
+    lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines)).stdout.splitlines()
+    first = lines[0].split() if lines else ["stopped"]
+    running = first[0] == "running"
+    return ServerState(running, int(first[1]) if running else None, "\n".join(lines[1:]))

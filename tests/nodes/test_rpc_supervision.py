@@ -1,0 +1,107 @@
+"""rpc-servers on laptops, reached through SSH tunnels, kept alive by the supervisor."""
+
+import subprocess
+import sys
+import time
+
+import pytest
+
+from jobs import llamacpp
+from nodes import rpc, rpcserver, ssh
+from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
+from tests.conftest import ROOT, child_env, stop
+from tests.nodes.laptops import register, run_now
+
+RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s
+
+
+@pytest.fixture
+def supervisor(transactional_db):
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
+                               env=child_env())
+    yield process
+    stop(process)
+
+
+@pytest.fixture
+def nodes(lan, transactional_db):
+    the_lan = lan(3)
+    made = [register(the_lan, laptop) for laptop in the_lan.laptops]
+    for node in made:
+        assert run_now(node, ActionKind.INSTALL_RUNTIME).status == "succeeded"
+    yield made
+    for node in made:
+        ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
+
+
+def wait_until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
+def running(server: RpcServer) -> RpcServer | None:
+    server.refresh_from_db()
+    return server if server.status == ServerStatus.RUNNING and server.endpoint else None
+
+
+def test_it_runs_a_server_on_each_of_three_laptops_behind_ssh_tunnels(nodes, supervisor, runtime_bundle):
+    servers = [RpcServer.objects.create(node=node, port=50100) for node in nodes]
+    for server in servers:
+        wait_until(lambda s=server: running(s), 60, f"{server} running")
+        assert server.endpoint.startswith("127.0.0.1:")
+        assert server.protocol == runtime_bundle.rpc_protocol
+        assert rpc.hello("127.0.0.1", server.local_port).devices == 1
+        with pytest.raises(rpc.RpcError):
+            rpc.hello(server.node.host, server.port, timeout=2)  # not open to the LAN
+    memory = llamacpp.rpc_device_memory(servers[0].endpoint)
+    assert memory["total"] > 0, "the head's own RPC client works through the tunnel"
+
+
+def test_it_restarts_a_killed_server_and_records_why_it_died(nodes, supervisor):
+    server = RpcServer.objects.create(node=nodes[0], port=50101)
+    wait_until(lambda: running(server), 60, "first start")
+    first_pid = server.pid
+    ssh.sh(nodes[0].ssh_target(), 'kill -9 "$1"', str(first_pid))
+    killed_at = time.monotonic()
+
+    def restarted():
+        server.refresh_from_db()
+        return server.restarts == 1 and server.status == ServerStatus.RUNNING and server.pid != first_pid
+
+    wait_until(restarted, RESTART_WITHIN_S, "restart")
+    assert time.monotonic() - killed_at < RESTART_WITHIN_S
+    assert "killed (signal 9)" in server.last_death
+    assert rpcserver.state(nodes[0].ssh_target(), nodes[0].install_dir, 50101).pid == server.pid
+    assert rpc.hello("127.0.0.1", server.local_port).devices == 1
+
+
+def test_it_stops_a_server_and_closes_its_tunnel(nodes, supervisor):
+    server = RpcServer.objects.create(node=nodes[1], port=50102)
+    wait_until(lambda: running(server), 60, "start")
+    local_port = server.local_port
+    RpcServer.objects.filter(pk=server.pk).update(wanted=False)
+
+    def stopped():
+        server.refresh_from_db()
+        return server.status == ServerStatus.STOPPED
+
+    wait_until(stopped, 20, "stop")
+    assert not rpcserver.state(nodes[1].ssh_target(), nodes[1].install_dir, 50102).running
+    with pytest.raises(rpc.RpcError):
+        rpc.hello("127.0.0.1", local_port, timeout=2)
+
+
+def test_it_binds_to_the_lan_address_in_direct_mode(nodes, supervisor):
+    node = nodes[2]
+    node.connection = Connection.DIRECT
+    node.save()
+    server = RpcServer.objects.create(node=node, port=50103)
+    wait_until(lambda: running(server), 60, "start")
+    assert server.endpoint == f"{node.host}:50103"
+    assert server.local_port is None
+    assert rpc.hello(node.host, 50103).devices == 1
