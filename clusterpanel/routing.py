@@ -3,7 +3,9 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
+from nodes.consumers import NodeConsumer
 
 websocket_urlpatterns = [
     path("ws/status/", StatusConsumer.as_asgi()),
+    path("ws/nodes/<int:node_id>/", NodeConsumer.as_asgi()),
 ]

@@ -1,12 +1,13 @@
 from django.contrib import admin
 from django.contrib.auth import views as auth_views
-from django.urls import path
+from django.urls import include, path
 
 from clusterpanel import views
 
 urlpatterns = [
     path("", views.home, name="home"),
     path("status/", views.system_status, name="system-status"),
+    path("nodes/", include("nodes.urls")),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -1,11 +1,15 @@
 """A real headless Chromium (Debian's), driven by Playwright; no browser download."""
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 import pytest
+
+# Playwright's sync API runs an event loop in this thread; the tests' own ORM calls are still synchronous.
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")
 
 CHROMIUM_ARGS = [
     "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -29,3 +33,11 @@ def browser_page() -> Iterator:
         finally:
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
+
+
+def log_in(page, base_url: str, username: str, password: str) -> None:
+    page.goto(f"{base_url}/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url(f"{base_url}/")

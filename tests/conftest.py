@@ -66,8 +66,16 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": f"sqlite:///{name}"}
 
 
+@pytest.fixture(scope="session")
+def collected_static() -> None:
+    """Static files where the served panel finds them, as `make run` leaves them."""
+    from django.core.management import call_command
+
+    call_command("collectstatic", interactive=False, verbosity=0)
+
+
 @pytest.fixture
-def web_server(transactional_db) -> Iterator[str]:
+def web_server(transactional_db, collected_static) -> Iterator[str]:
     """The panel's real ASGI server (daphne) on a free port, on the test database."""
     port = free_port()
     process = subprocess.Popen(

@@ -1,0 +1,70 @@
+from django import forms
+from django.core import signing
+
+from nodes import ssh
+from nodes.models import Node
+
+SIGNING_SALT = "clusterpanel.nodes.host-key"
+
+
+AUTH_CHOICES = [
+    ("password", "Password, used once to add the panel's key (like ssh-copy-id)"),
+    ("panel_key", "The panel's key is already in the laptop's authorized_keys"),
+    ("private_key", "A private key the laptop already accepts"),
+]
+
+
+class AddNodeForm(forms.ModelForm):
+    """Step one: where the laptop is. The panel then fetches its host key for the admin to confirm."""
+
+    auth = forms.ChoiceField(choices=AUTH_CHOICES, widget=forms.RadioSelect, initial="password",
+                             label="How the panel logs in")
+
+    class Meta:
+        model = Node
+        fields = ["name", "host", "port", "username", "connection"]
+        help_texts = {"name": "A short name, e.g. lab-3.", "host": "Address or host name on the LAN."}
+
+    def clean_host(self) -> str:
+        host = self.cleaned_data["host"].strip()
+        if not host or any(c.isspace() for c in host) or host.startswith("-"):
+            raise forms.ValidationError("Enter a host name or an IP address.")
+        return host
+
+
+class ConfirmNodeForm(AddNodeForm):
+    """Step two: the fingerprint was shown; the secret, if any, is asked for only now."""
+
+    signed_host_key = forms.CharField(widget=forms.HiddenInput)
+    password = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
+                               help_text="Used once to install the panel's key, then forgotten.")
+    private_key = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}),
+                                  help_text="Stored encrypted; never shown again.")
+
+    class Meta(AddNodeForm.Meta):
+        widgets = {field: forms.HiddenInput for field in AddNodeForm.Meta.fields}
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.fields["auth"].widget = forms.HiddenInput()
+
+    def clean_signed_host_key(self) -> str:
+        try:
+            return signing.loads(self.cleaned_data["signed_host_key"], salt=SIGNING_SALT, max_age=900)
+        except signing.BadSignature:
+            raise forms.ValidationError("The confirmation expired; start again.") from None
+
+    def clean(self):
+        data = super().clean()
+        if data.get("auth") == "password" and not data.get("password"):
+            self.add_error("password", "Enter the laptop user's password.")
+        if data.get("auth") == "private_key":
+            try:
+                ssh.load_private_key(data.get("private_key") or "")
+            except ssh.SSHError as exc:
+                self.add_error("private_key", str(exc))
+        return data
+
+
+def sign_host_key(key: str) -> str:
+    return signing.dumps(key, salt=SIGNING_SALT)

@@ -1,0 +1,13 @@
+from django.urls import path
+
+from nodes import views
+
+app_name = "nodes"
+urlpatterns = [
+    path("", views.node_list, name="list"),
+    path("add/", views.node_add, name="add"),
+    path("<slug:name>/", views.node_detail, name="detail"),
+    path("<slug:name>/actions/<str:kind>/", views.node_action, name="action"),
+    path("<slug:name>/approve-host-key/", views.approve_host_key, name="approve-host-key"),
+    path("<slug:name>/rpc-server/", views.rpc_server, name="rpc-server"),
+]

@@ -1,0 +1,109 @@
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusterpanel.auth import lab_admin_required
+from nodes import ssh
+from nodes.forms import AddNodeForm, ConfirmNodeForm, sign_host_key
+from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
+from nodes.registration import RegistrationError, register
+from nodes.tasks import enqueue
+
+
+@lab_admin_required
+def node_list(request: HttpRequest) -> HttpResponse:
+    nodes = Node.objects.prefetch_related("rpc_servers", "probes")
+    return render(request, "nodes/list.html", {"nodes": nodes})
+
+
+@lab_admin_required
+def node_add(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST" and "signed_host_key" in request.POST:
+        return confirm_node(request)
+    form = AddNodeForm(request.POST or None)
+    if request.method == "POST" and form.is_valid():
+        data = form.cleaned_data
+        try:
+            host_key = ssh.host_key_of(data["host"], data["port"])
+        except ssh.SSHError as exc:
+            form.add_error("host", str(exc))
+        else:
+            confirm = ConfirmNodeForm(initial={**data, "signed_host_key": sign_host_key(host_key)})
+            return render(request, "nodes/confirm.html", confirm_context(confirm, data["auth"], host_key))
+    return render(request, "nodes/add.html", {"form": form, "panel_key": PanelKey.get().public_key})
+
+
+def confirm_context(form: ConfirmNodeForm, auth: str, host_key: str) -> dict:
+    return {"form": form, "auth": auth, "fingerprint": ssh.fingerprint(host_key),
+            "panel_key": PanelKey.get().public_key}
+
+
+def confirm_node(request: HttpRequest) -> HttpResponse:
+    form = ConfirmNodeForm(request.POST)
+    if not form.is_valid():
+        key = form.cleaned_data.get("signed_host_key", "")
+        if not key:
+            messages.error(request, "The confirmation expired or was altered; start again.")
+            return redirect("nodes:add")
+        return render(request, "nodes/confirm.html", confirm_context(form, request.POST.get("auth", ""), key))
+    data = form.cleaned_data
+    node = form.save(commit=False)
+    node.host_key = data["signed_host_key"]
+    node.private_key = data["private_key"] if data["auth"] == "private_key" else ""
+    try:
+        register(node, password=data["password"] if data["auth"] == "password" else None)
+    except RegistrationError as exc:
+        form.add_error(None, f"{node.name} was not added: {exc}")
+        return render(request, "nodes/confirm.html", confirm_context(form, data["auth"], data["signed_host_key"]))
+    messages.success(request, f"{node.name} added; the panel is probing it now.")
+    return redirect("nodes:detail", name=node.name)
+
+
+@lab_admin_required
+def node_detail(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    return render(request, "nodes/detail.html", {
+        "node": node, "facts": getattr(node.probes.first(), "facts", None),
+        "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
+        "kinds": [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME],
+    })
+
+
+@lab_admin_required
+@require_POST
+def node_action(request: HttpRequest, name: str, kind: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    if kind not in (ActionKind.PROBE, ActionKind.INSTALL_RUNTIME):
+        messages.error(request, "That is not something the panel can do to a laptop.")
+    else:
+        enqueue(node, kind, request.user)
+    return redirect("nodes:detail", name=name)
+
+
+@lab_admin_required
+@require_POST
+def approve_host_key(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name, status=NodeStatus.HOST_KEY_CHANGED)
+    node.approve_presented_host_key()
+    messages.success(request, f"New host key of {node.name} approved: {node.host_key_fingerprint}.")
+    enqueue(node, ActionKind.PROBE, request.user)
+    return redirect("nodes:detail", name=name)
+
+
+@lab_admin_required
+@require_POST
+def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    try:
+        port = int(request.POST.get("port", "50052"))
+    except ValueError:
+        port = 0
+    if not 1024 <= port <= 65535:
+        messages.error(request, "The rpc-server port must be a number from 1024 to 65535.")
+        return redirect("nodes:detail", name=name)
+    wanted = request.POST.get("state") == "start"
+    server, _ = RpcServer.objects.get_or_create(node=node, port=port, defaults={"wanted": wanted})
+    RpcServer.objects.filter(pk=server.pk).update(wanted=wanted, next_try_at=None, failures=0)
+    messages.success(request, f"rpc-server on port {port} will {'start' if wanted else 'stop'} within seconds.")
+    return redirect("nodes:detail", name=name)
