@@ -21,8 +21,8 @@ def headers_for(user=None) -> list[tuple[bytes, bytes]]:
 
 @pytest.fixture
 def node(db):
-    return Node.objects.create(name="n1", host="10.232.0.99", username="u",
-                               host_key="ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/")
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/"
+    return Node.objects.create(name="n1", host="10.232.0.99", username="u", host_key=key)
 
 
 @pytest.mark.django_db(transaction=True)
