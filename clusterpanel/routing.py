@@ -3,9 +3,10 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
-from nodes.consumers import NodeConsumer
+from nodes.consumers import DashboardConsumer, NodeConsumer
 
 websocket_urlpatterns = [
     path("ws/status/", StatusConsumer.as_asgi()),
     path("ws/nodes/<int:node_id>/", NodeConsumer.as_asgi()),
+    path("ws/dashboard/", DashboardConsumer.as_asgi()),
 ]

@@ -8,7 +8,10 @@ from clusterpanel.auth import lab_admin_required
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    return render(request, "home.html")
+    from nodes.models import Node
+
+    nodes = Node.objects.all() if request.user.is_lab_admin else []
+    return render(request, "home.html", {"nodes": nodes})
 
 
 @lab_admin_required

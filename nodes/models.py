@@ -165,10 +165,11 @@ class NodeAction(models.Model):
         self.announce()
 
     def announce(self) -> None:
-        broadcast(f"node_{self.node_id}", "node.action", {
-            "id": self.pk, "kind": self.kind, "status": self.status, "message": self.message,
-            "error": self.error, "progress": self.progress,
-        })
+        broadcast(f"node_{self.node_id}", "node.action", self.payload())
+
+    def payload(self) -> dict:
+        return {"id": self.pk, "kind": self.kind, "status": self.status, "message": self.message,
+                "error": self.error, "progress": self.progress}
 
 
 class ServerStatus(models.TextChoices):
@@ -212,3 +213,21 @@ class RpcServer(models.Model):
         if self.direct:
             return f"{self.node.host}:{self.port}"
         return f"127.0.0.1:{self.local_port}" if self.local_port else None
+
+
+class MetricMinute(models.Model):
+    """One minute of a laptop's samples, averaged: the long history (the last hour lives in Redis)."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="metric_minutes")
+    minute = models.DateTimeField()
+    samples = models.PositiveSmallIntegerField()
+    cpu = models.FloatField()
+    ram_used = models.BigIntegerField()
+    ram_available = models.BigIntegerField()
+    swap_used = models.BigIntegerField()
+    rx = models.BigIntegerField(help_text="bytes/s received, averaged")
+    tx = models.BigIntegerField(help_text="bytes/s sent, averaged")
+
+    class Meta:
+        ordering = ["minute"]
+        constraints = [models.UniqueConstraint(fields=["node", "minute"], name="one_row_per_node_minute")]

@@ -259,11 +259,12 @@ class SimLan:
             "sh", ns, SSHD, str(config), str(laptop_dir / "sshd.log"))
         pid_file = laptop_dir / "sshd.pid"
         deadline = time.monotonic() + 5
-        while not pid_file.exists() and time.monotonic() < deadline:
+        while time.monotonic() < deadline:
+            written = pid_file.read_text().strip() if pid_file.exists() else ""
+            if written.isdigit():  # sshd may have created the file but not written it yet
+                return int(written)
             time.sleep(0.02)
-        if not pid_file.exists():
-            raise SimLanError(f"sshd in {ns} did not start; see {laptop_dir / 'sshd.log'}")
-        return int(pid_file.read_text())
+        raise SimLanError(f"sshd in {ns} did not start; see {laptop_dir / 'sshd.log'}")
 
     def limit(self, i: int, pid: int, memory: str | None, cpus: float | None) -> None:
         """Put the laptop's sshd, and so all it starts, in cgroups that make it smaller."""

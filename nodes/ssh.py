@@ -15,7 +15,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -275,3 +275,29 @@ def _wait_listening(port: int, process: subprocess.Popen, timeout: float) -> boo
         except OSError:
             time.sleep(0.05)
     return False
+
+
+def stream(target: SSHTarget, script: str, *args: str, idle_timeout: float = 5.0) -> Iterator[str]:
+    """Lines printed by a long-running shell script, as they come; SSHError when it goes quiet or drops."""
+    try:
+        channel = pooled(target).get_transport().open_session(timeout=CONNECT_TIMEOUT)
+        channel.settimeout(idle_timeout)
+        channel.exec_command(shlex.join(["sh", "-c", script, "sh", *args]))
+        reader = channel.makefile("r")
+    except (OSError, EOFError, paramiko.SSHException) as exc:
+        forget(target)
+        raise SSHError(f"Cannot start a stream on {target.host}: {exc}") from None
+    try:
+        while True:
+            try:
+                line = reader.readline()
+            except TimeoutError:
+                raise SSHError(f"{target.host} sent nothing for {idle_timeout:.0f} s.") from None
+            except (OSError, EOFError, paramiko.SSHException) as exc:
+                forget(target)
+                raise SSHError(f"The stream from {target.host} broke: {exc}") from None
+            if not line:
+                raise SSHError(f"The stream from {target.host} ended.")
+            yield line.rstrip("\n")
+    finally:
+        channel.close()

@@ -6,6 +6,7 @@ app_name = "nodes"
 urlpatterns = [
     path("", views.node_list, name="list"),
     path("add/", views.node_add, name="add"),
+    path("metrics/recent.json", views.recent_metrics, name="recent-metrics"),
     path("<slug:name>/", views.node_detail, name="detail"),
     path("<slug:name>/actions/<str:kind>/", views.node_action, name="action"),
     path("<slug:name>/approve-host-key/", views.approve_host_key, name="approve-host-key"),

@@ -1,10 +1,10 @@
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusterpanel.auth import lab_admin_required
-from nodes import ssh
+from nodes import metrics, ssh
 from nodes.forms import AddNodeForm, ConfirmNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
 from nodes.registration import RegistrationError, register
@@ -107,3 +107,19 @@ def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
     RpcServer.objects.filter(pk=server.pk).update(wanted=wanted, next_try_at=None, failures=0)
     messages.success(request, f"rpc-server on port {port} will {'start' if wanted else 'stop'} within seconds.")
     return redirect("nodes:detail", name=name)
+
+
+@lab_admin_required
+def recent_metrics(request: HttpRequest) -> JsonResponse:
+    """The last minutes of samples for every laptop (or one: ?node=ID), to draw charts before live data."""
+    try:
+        seconds = max(10, min(int(request.GET.get("seconds", "600")), metrics.WINDOW_S))
+    except ValueError:
+        return JsonResponse({"error": "seconds must be a whole number"}, status=400)
+    nodes = Node.objects.all()
+    if request.GET.get("node", "").isdigit():
+        nodes = nodes.filter(pk=int(request.GET["node"]))
+    return JsonResponse({"nodes": [
+        {"id": node.pk, "name": node.name, "status": node.status, "samples": metrics.recent(node.pk, seconds)}
+        for node in nodes
+    ]})

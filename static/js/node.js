@@ -1,5 +1,6 @@
-// Node page: actions update in place as the workers report progress.
+// Node page: actions update in place as the workers report progress; charts grow live.
 import { live } from "./live.js";
+import { nodeCharts } from "./node-charts.js";
 
 const list = document.getElementById("actions");
 const LABELS = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed" };
@@ -38,8 +39,8 @@ function show(action) {
   }
 }
 
-if (list) {
-  live(`/ws/nodes/${list.dataset.node}/`, (message) => {
-    if (message.type === "action") show(message);
-  });
-}
+const onChartMessage = await nodeCharts(document.getElementById("node-charts"));
+live(`/ws/nodes/${list.dataset.node}/`, (message) => {
+  if (message.type === "action") show(message);
+  else onChartMessage(message);
+});

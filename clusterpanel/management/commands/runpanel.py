@@ -62,6 +62,7 @@ class Command(BaseCommand):
         processes["web"] = f"{python} -m daphne -b {shlex.quote(host)} -p {port} clusterpanel.asgi:application"
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
         processes["supervisor"] = f"{python} manage.py supervise"
+        processes["metrics"] = f"{python} manage.py metrics"
         return processes, redis_url
 
     def check_redis(self, url: str) -> None:

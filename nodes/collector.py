@@ -1,0 +1,136 @@
+"""Live metrics: one SSH stream per laptop, samples into Redis and out to browsers, offline within 5 s.
+
+Threads read the laptops (paramiko blocks); one asyncio loop owns the channel
+layer, so every thread publishes through it instead of opening connections.
+"""
+
+import asyncio
+import logging
+import threading
+import time
+from datetime import timedelta
+
+from channels.layers import get_channel_layer
+from django.db import close_old_connections
+from django.utils import timezone
+
+from nodes import metrics, sampler, ssh
+from nodes.models import Node, NodeStatus
+
+log = logging.getLogger(__name__)
+OFFLINE_AFTER_S = 3.5  # three missed samples; the page shows it within 5 s
+WATCHED = (NodeStatus.NEW, NodeStatus.READY, NodeStatus.OFFLINE)
+
+
+class Publisher:
+    """The channel layer, driven by one event loop in its own thread."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.layer = get_channel_layer()
+        threading.Thread(target=self.loop.run_forever, name="publisher", daemon=True).start()
+
+    def send(self, group: str, event_type: str, payload: dict) -> None:
+        message = {"type": event_type, "payload": payload}
+        asyncio.run_coroutine_threadsafe(self.layer.group_send(group, message), self.loop)
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class NodeStream(threading.Thread):
+    """Reads one laptop's sampling loop for as long as the collector wants it."""
+
+    def __init__(self, node: Node, publisher: Publisher, interval: float) -> None:
+        super().__init__(name=f"metrics-{node.name}", daemon=True)
+        self.node_id, self.name, self.target = node.pk, node.name, node.ssh_target()
+        self.publisher, self.interval = publisher, interval
+        self.last_sample = 0.0
+        self.started = time.monotonic()
+        self.stopped = threading.Event()
+
+    def run(self) -> None:
+        backoff = 1.0
+        while not self.stopped.is_set():
+            try:
+                self.read()
+            except ssh.SSHError as exc:
+                log.info("metrics from %s: %s", self.name, exc)
+            self.stopped.wait(backoff)
+            backoff = min(backoff * 2, 5.0)
+
+    def read(self) -> None:
+        feed = sampler.Sampler()
+        for line in ssh.stream(self.target, sampler.SCRIPT, str(self.interval), idle_timeout=OFFLINE_AFTER_S):
+            if self.stopped.is_set():
+                return
+            sample = feed.feed(line)
+            if sample:
+                self.publish(sample)
+
+    def publish(self, sample: dict) -> None:
+        self.last_sample = time.monotonic()
+        sample["received"] = round(time.time(), 3)
+        metrics.append(self.node_id, sample)
+        payload = {"node": self.node_id, "name": self.name, **sample}
+        self.publisher.send(f"node_{self.node_id}", "node.metrics", payload)
+        self.publisher.send("dashboard", "dashboard.metrics", payload)
+
+    def stop(self) -> None:
+        self.stopped.set()
+        ssh.forget(self.target)
+
+
+class Collector:
+    def __init__(self, interval: float = 1.0) -> None:
+        self.interval = interval
+        self.publisher = Publisher()
+        self.streams: dict[int, NodeStream] = {}
+        self.online: dict[int, bool] = {}
+        self.last_downsample = 0.0
+
+    def tick(self) -> None:
+        close_old_connections()
+        nodes = {node.pk: node for node in Node.objects.filter(status__in=WATCHED)}
+        for node_id in set(self.streams) - set(nodes):
+            self.streams.pop(node_id).stop()
+        for node_id, node in nodes.items():
+            stream = self.streams.get(node_id)
+            if stream is None or stream.target != node.ssh_target() or not stream.is_alive():
+                if stream:
+                    stream.stop()
+                self.streams[node_id] = NodeStream(node, self.publisher, self.interval)
+                self.streams[node_id].start()
+            self.watch(node, self.streams[node_id])
+        if time.monotonic() - self.last_downsample > 60:
+            self.last_downsample = time.monotonic()
+            for node in nodes.values():
+                metrics.downsample(node)
+            metrics.prune()
+
+    def watch(self, node: Node, stream: NodeStream) -> None:
+        """Mark a laptop offline when its samples stop, and ready again when they come back."""
+        quiet = time.monotonic() - max(stream.last_sample, stream.started)
+        was_online = self.online.get(node.pk)
+        if stream.last_sample and quiet < OFFLINE_AFTER_S:
+            if was_online is not True:
+                self.online[node.pk] = True
+                node.set_status(NodeStatus.READY)
+                self.announce(node, "ready")
+            elif timezone.now() - node.last_seen > timedelta(seconds=30):
+                Node.objects.filter(pk=node.pk).update(last_seen=timezone.now())
+        elif quiet >= OFFLINE_AFTER_S and was_online is not False:
+            self.online[node.pk] = False
+            node.set_status(NodeStatus.OFFLINE, f"No metrics for {OFFLINE_AFTER_S:.0f} s: the laptop is off "
+                                                "the network, asleep or overloaded.")
+            self.announce(node, "offline")
+
+    def announce(self, node: Node, state: str) -> None:
+        payload = {"node": node.pk, "name": node.name, "state": state, "t": round(time.time(), 3)}
+        self.publisher.send(f"node_{node.pk}", "node.state", payload)
+        self.publisher.send("dashboard", "dashboard.state", payload)
+
+    def close(self) -> None:
+        for stream in self.streams.values():
+            stream.stop()
+        self.publisher.close()

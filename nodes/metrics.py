@@ -1,0 +1,71 @@
+"""Where samples live: the last hour per laptop in Redis (1 s), older history per minute in the database."""
+
+import json
+from datetime import UTC, datetime, timedelta
+from functools import cache
+from statistics import fmean
+
+import redis
+from django.conf import settings
+from django.utils import timezone
+
+from nodes.models import MetricMinute, Node
+
+WINDOW_S = 3600
+HISTORY_DAYS = 7
+AVERAGED = ("cpu", "ram_used", "ram_available", "swap_used", "rx", "tx")
+
+
+@cache
+def store() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def key(node_id: int) -> str:
+    return f"clusterpanel:metrics:{node_id}"
+
+
+def append(node_id: int, sample: dict) -> None:
+    pipe = store().pipeline()
+    pipe.rpush(key(node_id), json.dumps(sample))
+    pipe.ltrim(key(node_id), -WINDOW_S, -1)
+    pipe.execute()
+
+
+def recent(node_id: int, seconds: int = 600) -> list[dict]:
+    raw = store().lrange(key(node_id), -max(1, min(seconds, WINDOW_S)), -1)
+    return [json.loads(item) for item in raw]
+
+
+def minutes_from(samples: list[dict], before: float) -> dict[int, list[dict]]:
+    """Whole minutes (start, as epoch seconds) of samples taken before `before`."""
+    grouped: dict[int, list[dict]] = {}
+    for sample in samples:
+        if sample["t"] < before:
+            grouped.setdefault(int(sample["t"] // 60 * 60), []).append(sample)
+    return grouped
+
+
+def average(samples: list[dict], name: str) -> float | int:
+    mean = fmean(sample[name] for sample in samples)
+    return round(mean, 1) if name == "cpu" else round(mean)
+
+
+def downsample(node: Node) -> int:
+    """Average every finished minute in the window not yet in the database; returns rows written."""
+    now = timezone.now().timestamp()
+    latest = node.metric_minutes.order_by("-minute").values_list("minute", flat=True).first()
+    done_until = latest.timestamp() + 60 if latest else 0
+    rows = [
+        MetricMinute(node=node, minute=datetime.fromtimestamp(start, UTC), samples=len(group),
+                     **{name: average(group, name) for name in AVERAGED})
+        for start, group in minutes_from(recent(node.pk, WINDOW_S), now // 60 * 60).items()
+        if start >= done_until
+    ]
+    MetricMinute.objects.bulk_create(rows, ignore_conflicts=True)
+    return len(rows)
+
+
+def prune() -> int:
+    cutoff = timezone.now() - timedelta(days=HISTORY_DAYS)
+    return MetricMinute.objects.filter(minute__lt=cutoff).delete()[0]

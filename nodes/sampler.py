@@ -1,0 +1,112 @@
+"""Once-a-second readings of a laptop's /proc, streamed over one SSH channel, turned into samples.
+
+No agent is installed: the laptop runs a small shell loop (`SCRIPT`) that
+prints raw counters between `T <time>` and `E`; `Sampler` turns two successive
+readings into rates (CPU %, network bytes/s).
+"""
+
+from dataclasses import dataclass, field
+
+# $1: seconds between readings. Reads a cgroup memory limit too (a laptop made smaller by one).
+SCRIPT = r"""
+group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup 2>/dev/null)
+limit="/sys/fs/cgroup/memory$group/memory.limit_in_bytes"
+usage="/sys/fs/cgroup/memory$group/memory.usage_in_bytes"
+nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+while :; do
+  echo "T $(date +%s.%N)"
+  grep '^cpu' /proc/stat
+  grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree):' /proc/meminfo
+  [ -r "$limit" ] && echo "CgLimit $(cat "$limit") $(cat "$usage")"
+  awk -v nic="$nic" 'NR > 2 {gsub(":", " "); if ($1 == nic || (nic == "" && $1 != "lo")) {rx += $2; tx += $10}}
+    END {print "Net", rx + 0, tx + 0}' /proc/net/dev
+  awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "MHz %.0f\n", s / n}' /proc/cpuinfo
+  t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1); [ -n "$t" ] && echo "Temp $t"
+  echo E
+  sleep "$1"
+done
+"""
+HUGE = 2**60
+
+
+@dataclass
+class Reading:
+    time: float = 0.0
+    cpu: list[list[int]] = field(default_factory=list)  # [total, per core...] as /proc/stat jiffies
+    mem: dict[str, int] = field(default_factory=dict)
+    cgroup: tuple[int, int] | None = None
+    net: tuple[int, int] = (0, 0)
+    mhz: int | None = None
+    temp_mc: int | None = None
+
+
+def parse_block(lines: list[str]) -> Reading:
+    reading = Reading()
+    for line in lines:
+        parts = line.split()
+        if not parts:
+            continue
+        key = parts[0]
+        if key == "T":
+            reading.time = float(parts[1]) if "N" not in parts[1] else float(parts[1].split(".")[0])
+        elif key.startswith("cpu"):
+            reading.cpu.append([int(x) for x in parts[1:9]])
+        elif key.endswith(":"):
+            reading.mem[key[:-1]] = int(parts[1]) * 1024
+        elif key == "CgLimit":
+            reading.cgroup = (int(parts[1]), int(parts[2]))
+        elif key == "Net":
+            reading.net = (int(parts[1]), int(parts[2]))
+        elif key == "MHz":
+            reading.mhz = int(parts[1])
+        elif key == "Temp" and parts[1].lstrip("-").isdigit():
+            reading.temp_mc = int(parts[1])
+    return reading
+
+
+def busy_percent(before: list[int], after: list[int]) -> float:
+    """CPU busy share between two /proc/stat lines (idle and iowait count as idle)."""
+    total = sum(after) - sum(before)
+    idle = (after[3] + after[4]) - (before[3] + before[4])
+    return round(100 * (total - idle) / total, 1) if total > 0 else 0.0
+
+
+def memory(reading: Reading) -> dict:
+    total, available = reading.mem.get("MemTotal", 0), reading.mem.get("MemAvailable", 0)
+    if reading.cgroup and reading.cgroup[0] < min(total, HUGE):
+        limit, used = reading.cgroup
+        total, available = limit, max(limit - used, 0)
+    swap_total = reading.mem.get("SwapTotal", 0)
+    return {"ram_total": total, "ram_used": total - available, "ram_available": available,
+            "swap_used": swap_total - reading.mem.get("SwapFree", swap_total)}
+
+
+def sample(before: Reading, after: Reading) -> dict:
+    seconds = max(after.time - before.time, 1e-3)
+    cores = [busy_percent(b, a) for b, a in zip(before.cpu[1:], after.cpu[1:], strict=False)]
+    return {
+        "t": round(after.time, 3),
+        "cpu": busy_percent(before.cpu[0], after.cpu[0]) if before.cpu and after.cpu else 0.0,
+        "cores": cores,
+        **memory(after),
+        "rx": max(round((after.net[0] - before.net[0]) / seconds), 0),
+        "tx": max(round((after.net[1] - before.net[1]) / seconds), 0),
+        "mhz": after.mhz,
+        "temp": after.temp_mc / 1000 if after.temp_mc else None,
+    }
+
+
+class Sampler:
+    """Feed it the script's lines; it hands back a sample after each complete reading but the first."""
+
+    def __init__(self) -> None:
+        self.block: list[str] = []
+        self.previous: Reading | None = None
+
+    def feed(self, line: str) -> dict | None:
+        if line != "E":
+            self.block.append(line)
+            return None
+        reading, self.block = parse_block(self.block), []
+        previous, self.previous = self.previous, reading
+        return sample(previous, reading) if previous else None

@@ -1,0 +1,41 @@
+// Dashboard: every laptop's CPU, memory and network, live.
+import { live } from "./live.js";
+import { GiB, LiveChart, MB } from "./charts.js";
+
+const root = document.getElementById("cluster-charts");
+const name = (s) => s.name;
+const charts = [
+  new LiveChart(root.querySelector("[data-chart=cpu]"), {
+    title: "CPU", unit: "%", series: (s) => [{ key: `${s.node}:cpu`, name: name(s), y: s.cpu }],
+  }),
+  new LiveChart(root.querySelector("[data-chart=ram]"), {
+    title: "Memory used", unit: "GiB", series: (s) => [{ key: `${s.node}:ram`, name: name(s), y: s.ram_used / GiB }],
+  }),
+  new LiveChart(root.querySelector("[data-chart=net]"), {
+    title: "Network in + out", unit: "MB/s", series: (s) => [{ key: `${s.node}:net`, name: name(s), y: (s.rx + s.tx) / MB }],
+  }),
+];
+
+function setState(nodeId, state) {
+  const badge = document.querySelector(`[data-node-state="${nodeId}"]`);
+  if (badge) {
+    badge.textContent = state === "offline" ? "Offline" : "Ready";
+    badge.className = `badge state-${state}`;
+  }
+}
+
+const response = await fetch(`${root.dataset.recent}?seconds=600`);
+const history = await response.json();
+for (const node of history.nodes) {
+  const samples = node.samples.map((s) => ({ ...s, node: node.id, name: node.name }));
+  charts.forEach((chart) => chart.add(samples));
+}
+live("/ws/dashboard/", (message) => {
+  if (message.type === "metrics") {
+    charts.forEach((chart) => chart.add([message]));
+    setState(message.node, "ready");
+  } else if (message.type === "state") {
+    setState(message.node, message.state);
+    if (message.state === "offline") charts.forEach((chart) => chart.gap(message.node, message.t));
+  }
+});

@@ -1,0 +1,115 @@
+"""Every laptop's samples reach a dashboard at 1 Hz; a laptop that drops off is shown offline within 5 s."""
+
+import asyncio
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from asgiref.sync import async_to_sync
+from channels.testing import WebsocketCommunicator
+
+from clusterpanel.asgi import application
+from nodes import metrics
+from nodes.models import MetricMinute, Node, NodeStatus
+from tests.conftest import ROOT, child_env, stop
+from tests.nodes.laptops import register
+from tests.nodes.test_live_updates import headers_for
+
+
+@pytest.fixture
+def collector(transactional_db):
+    process = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=child_env())
+    yield process
+    stop(process)
+
+
+@pytest.fixture
+def watched(lan, transactional_db):
+    the_lan = lan(3)
+    return [register(the_lan, laptop) for laptop in the_lan.laptops]
+
+
+def listen(headers, seconds: float, during=None) -> list[dict]:
+    """Everything the dashboard socket receives for `seconds`; `during()` runs once it is open."""
+
+    async def scenario():
+        comm = WebsocketCommunicator(application, "/ws/dashboard/", headers=headers)
+        connected, _ = await comm.connect()
+        assert connected
+        received, deadline = [], time.monotonic() + seconds
+        if during:
+            during()
+        while time.monotonic() < deadline:
+            try:
+                # Not receive_json_from: its timeout would cancel the consumer.
+                output = await asyncio.wait_for(comm.output_queue.get(), max(deadline - time.monotonic(), 0.01))
+            except TimeoutError:
+                break
+            message = json.loads(output["text"])
+            message["at"] = time.monotonic()
+            received.append(message)
+        await comm.disconnect()
+        return received
+
+    return async_to_sync(scenario)()
+
+
+def link(laptop_index: int, state: str) -> None:
+    subprocess.run(["ip", "link", "set", f"cpv-test{laptop_index}", state], check=True)
+
+
+def test_it_streams_each_laptop_at_one_sample_a_second(alice, watched, collector):
+    headers = headers_for(alice)
+    listen(headers, 4)  # let the streams start
+    received = listen(headers, 8)
+    for node in watched:
+        times = [m["t"] for m in received if m["type"] == "metrics" and m["node"] == node.pk]
+        assert len(times) >= 5, f"{node}: {len(times)} samples"
+        rate = (len(times) - 1) / (times[-1] - times[0])
+        assert rate >= 0.9, f"{node}: {rate:.2f} Hz"
+        assert Node.objects.get(pk=node.pk).status == NodeStatus.READY
+    sample = next(m for m in received if m["type"] == "metrics")
+    assert 0 <= sample["cpu"] <= 100 and sample["ram_total"] > 0 and len(sample["cores"]) >= 1
+    assert len(metrics.recent(watched[0].pk, 60)) >= 8, "the last hour is kept in Redis"
+
+
+def test_it_shows_a_laptop_offline_within_5_s_and_ready_again_by_itself(alice, watched, collector):
+    headers = headers_for(alice)
+    listen(headers, 4)
+    dropped = watched[1]
+    started = {}
+
+    def unplug():
+        started["at"] = time.monotonic()
+        link(2, "down")
+
+    try:
+        received = listen(headers, 8, during=unplug)
+        offline = [m for m in received if m["type"] == "state" and m["node"] == dropped.pk and m["state"] == "offline"]
+        assert offline, "no offline notice"
+        assert offline[0]["at"] - started["at"] <= 5.0
+        assert Node.objects.get(pk=dropped.pk).status == NodeStatus.OFFLINE
+        after = offline[0]["at"]
+        others = [m for m in received if m["type"] == "metrics" and m["node"] != dropped.pk and m["at"] > after]
+        assert others, "the other laptops kept streaming"
+    finally:
+        link(2, "up")
+    back = listen(headers, 20)
+    assert any(m["type"] == "state" and m["node"] == dropped.pk and m["state"] == "ready" for m in back)
+    assert Node.objects.get(pk=dropped.pk).status == NodeStatus.READY
+
+
+def test_it_keeps_a_minute_by_minute_history_in_the_database(watched):
+    node = watched[0]
+    now = time.time() // 60 * 60 - 120  # two finished minutes ago
+    for second in range(120):
+        metrics.append(node.pk, {"t": now + second, "cpu": 50.0 if second < 60 else 10.0, "ram_used": 100,
+                                 "ram_available": 900, "swap_used": 0, "rx": 1000, "tx": 10})
+    assert metrics.downsample(node) == 2
+    assert metrics.downsample(node) == 0, "a minute is written once"
+    minutes = list(MetricMinute.objects.filter(node=node))
+    assert [m.cpu for m in minutes] == [50.0, 10.0]
+    assert [m.samples for m in minutes] == [60, 60]
+    metrics.store().delete(metrics.key(node.pk))
