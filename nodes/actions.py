@@ -15,8 +15,8 @@ def do_probe(action: NodeAction, node: Node) -> None:
     facts = probe.probe(node.ssh_target(), node.install_dir)
     Probe.objects.create(node=node, facts=facts)
     node.set_status(NodeStatus.READY)
-    action.report(f"{facts['cpu_model'] or facts['arch']}, {facts['logical_cores']} threads, "
-                  f"{(facts['ram_total'] or 0) / 2**30:.1f} GiB RAM")
+    ram = facts["ram_limit"] or facts["ram_total"] or 0
+    action.report(f"{facts['cpu_model'] or facts['arch']}, {facts['logical_cores']} threads, {ram / 2**30:.1f} GiB RAM")
 
 
 def latest_facts(action: NodeAction, node: Node) -> dict:
