@@ -1,7 +1,7 @@
 """What each kind of NodeAction does. Raise ActionError to fail with a plain message."""
 
-from nodes import install, probe
-from nodes.models import ActionKind, Node, NodeAction, NodeStatus, Probe
+from nodes import install, netcheck, probe
+from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
 
@@ -41,7 +41,21 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
                   sent=installed.sent, resumed_from=installed.resumed_from)
 
 
+def do_network_check(action: NodeAction, node: Node) -> None:
+    action.report("Measuring round trips and throughput (about 8 s).")
+    try:
+        report = netcheck.check(node.ssh_target()).as_dict()
+    except netcheck.NetCheckError as exc:
+        raise ActionError(str(exc)) from None
+    found = netcheck.warnings(report, latest_facts(action, node))
+    LinkCheck.objects.create(node=node, report=report, warnings=found)
+    action.report(f"RTT {report['rtt_median_ms']} ms median, {report['rtt_p99_ms']} ms p99; "
+                  f"{report['to_laptop_mb_s']} MB/s to the laptop, {report['from_laptop_mb_s']} MB/s back"
+                  + (f". {len(found)} warning(s)." if found else "."), **report)
+
+
 HANDLERS = {
     ActionKind.PROBE: do_probe,
     ActionKind.INSTALL_RUNTIME: do_install_runtime,
+    ActionKind.NETWORK_CHECK: do_network_check,
 }

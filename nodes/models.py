@@ -231,3 +231,15 @@ class MetricMinute(models.Model):
     class Meta:
         ordering = ["minute"]
         constraints = [models.UniqueConstraint(fields=["node", "minute"], name="one_row_per_node_minute")]
+
+
+class LinkCheck(models.Model):
+    """Round trips and throughput between the head and a laptop, with what they mean."""
+
+    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="link_checks")
+    report = models.JSONField()
+    warnings = models.JSONField(default=list)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]

@@ -301,3 +301,8 @@ def stream(target: SSHTarget, script: str, *args: str, idle_timeout: float = 5.0
             yield line.rstrip("\n")
     finally:
         channel.close()
+
+
+def local_address(target: SSHTarget) -> str:
+    """The head's address as this laptop sees it: where the laptop can connect back to."""
+    return pooled(target).get_transport().sock.getsockname()[0]

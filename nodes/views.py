@@ -10,6 +10,8 @@ from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
 from nodes.registration import RegistrationError, register
 from nodes.tasks import enqueue
 
+USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK]
+
 
 @lab_admin_required
 def node_list(request: HttpRequest) -> HttpResponse:
@@ -66,7 +68,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "nodes/detail.html", {
         "node": node, "facts": getattr(node.probes.first(), "facts", None),
         "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
-        "kinds": [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME],
+        "kinds": USER_ACTIONS, "link": node.link_checks.first(),
     })
 
 
@@ -74,7 +76,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def node_action(request: HttpRequest, name: str, kind: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-    if kind not in (ActionKind.PROBE, ActionKind.INSTALL_RUNTIME):
+    if kind not in USER_ACTIONS:
         messages.error(request, "That is not something the panel can do to a laptop.")
     else:
         enqueue(node, kind, request.user)
