@@ -37,6 +37,8 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
                                             latest_facts(action, node), action.report)
     except (install.InstallRefused, TransferError) as exc:
         raise ActionError(str(exc)) from None
+    node.runtime = bundle.sha256[:12]
+    node.save(update_fields=["runtime"])
     action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired,
                   sent=installed.sent, resumed_from=installed.resumed_from)
 

@@ -51,6 +51,7 @@ class Node(models.Model):
     presented_host_key = models.TextField(blank=True, help_text="A different key the laptop showed, awaiting approval.")
     private_key = EncryptedTextField(blank=True, help_text="Empty: the panel's own key.")
     connection = models.CharField(max_length=10, choices=Connection.choices, default=Connection.TUNNEL)
+    runtime = models.CharField(max_length=12, blank=True, help_text="Installed runtime bundle (sha256 prefix).")
     status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
     status_detail = models.TextField(blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)

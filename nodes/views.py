@@ -5,12 +5,15 @@ from django.views.decorators.http import require_POST
 
 from clusterpanel.auth import lab_admin_required
 from nodes import metrics, ssh
+from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
 from nodes.registration import RegistrationError, register
+from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.tasks import enqueue
 
 USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK]
+SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
 
 @lab_admin_required
@@ -125,3 +128,31 @@ def recent_metrics(request: HttpRequest) -> JsonResponse:
         {"id": node.pk, "name": node.name, "status": node.status, "samples": metrics.recent(node.pk, seconds)}
         for node in nodes
     ]})
+
+
+def current_bundle():
+    try:
+        return find_bundle()
+    except RuntimeNotFound:
+        return None
+
+
+@lab_admin_required
+def doctor(request: HttpRequest, name: str | None = None) -> HttpResponse:
+    """Each laptop's findings (or one laptop's), worst first."""
+    bundle = current_bundle()
+    nodes = Node.objects.filter(name=name) if name else Node.objects.all()
+    if name and not nodes:
+        return redirect("nodes:list")
+    reports = [(node, sorted(diagnose(node, bundle), key=lambda f: SEVERITY[f.level])) for node in nodes]
+    return render(request, "nodes/doctor.html", {"reports": reports, "single": bool(name)})
+
+
+@lab_admin_required
+@require_POST
+def check_again(request: HttpRequest) -> HttpResponse:
+    for node in Node.objects.exclude(status=NodeStatus.HOST_KEY_CHANGED):
+        enqueue(node, ActionKind.PROBE, request.user)
+        enqueue(node, ActionKind.NETWORK_CHECK, request.user)
+    messages.success(request, "Probing every laptop and measuring its network; refresh in a few seconds.")
+    return redirect("nodes:doctor")

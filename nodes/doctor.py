@@ -1,0 +1,140 @@
+"""The seeds' troubleshooting table, run against what the panel knows about each laptop.
+
+Pure: it reads stored facts (probe, link check, servers) and explains each
+finding in plain words with the fix. "Check again" refreshes those facts.
+"""
+
+from dataclasses import dataclass
+
+from nodes import install
+from nodes.models import Node, NodeStatus, ServerStatus
+from nodes.runtime import RuntimeBundle
+
+GiB = 2**30
+OK, WARN, ERROR = "ok", "warn", "error"
+
+
+@dataclass(frozen=True)
+class Finding:
+    level: str
+    title: str
+    detail: str = ""
+    fix: str = ""
+
+
+def ssh_access(node: Node) -> Finding:
+    fixes = {
+        NodeStatus.LOGIN_REFUSED: "Re-register the laptop with a key or password it accepts.",
+        NodeStatus.HOST_KEY_CHANGED: "Compare the new fingerprint on the laptop, then approve it on this page.",
+        NodeStatus.OFFLINE: "Check that the laptop is on, awake (no suspend on lid close) and on the LAN.",
+    }
+    if node.status in fixes:
+        return Finding(ERROR, f"SSH: {node.get_status_display().lower()}", node.status_detail, fixes[node.status])
+    return Finding(OK, "SSH login works", f"{node.username}@{node.host}, host key {node.host_key_fingerprint}")
+
+
+def cpu_features(facts: dict) -> Finding:
+    flags = facts.get("cpu_flags", [])
+    if "avx2" in flags:
+        extra = " and AVX-512" if "avx512f" in flags else ""
+        return Finding(OK, f"CPU has AVX2{extra}", facts.get("cpu_model", ""))
+    return Finding(WARN, "No AVX2 on this CPU", f"{facts.get('cpu_model', '')}: matrix maths runs 3-8x slower.",
+                   "Give this laptop fewer layers (the planner does when its speed is measured), or leave it out.")
+
+
+def memory(facts: dict) -> list[Finding]:
+    found = []
+    usable = facts.get("ram_limit") or facts.get("ram_available") or 0
+    if usable < 2 * GiB:
+        found.append(Finding(WARN, f"Only {usable / GiB:.1f} GiB of RAM free",
+                             "Little room for model layers after the OS and desktop.",
+                             "Close browsers and other programs on the laptop, or log out of its desktop."))
+    else:
+        found.append(Finding(OK, f"{usable / GiB:.1f} GiB of RAM free"))
+    if (facts.get("swap_used") or 0) > 256 * 2**20:
+        found.append(Finding(WARN, f"{facts['swap_used'] / GiB:.1f} GiB of swap in use",
+                             "Layers that land in swap make every token wait for the disk.",
+                             "Free memory on the laptop or give it fewer layers; consider `swapoff -a` while serving."))
+    return found
+
+
+def power_and_heat(facts: dict) -> list[Finding]:
+    found = []
+    if facts.get("on_ac") is False:
+        found.append(Finding(WARN, "Running on battery",
+                             f"{facts.get('battery_percent', '?')}% left; laptops slow their CPU on battery.",
+                             "Plug the laptop in."))
+    temperature = facts.get("temperature_c")
+    if temperature and temperature >= 85:
+        found.append(Finding(WARN, f"Hot: {temperature:.0f} °C", "The CPU throttles when it is this hot.",
+                             "Give it air: lid open, on a hard surface, or a cooling pad."))
+    return found
+
+
+def disk(facts: dict) -> list[Finding]:
+    if facts.get("disk_rotational"):
+        return [Finding(WARN, "Spinning hard disk", "Loading model data from it is slow (under 150 MB/s).",
+                        "Keep the rpc-server cache on an SSD if the laptop has one.")]
+    return []
+
+
+def link(node: Node) -> list[Finding]:
+    check = node.link_checks.first()
+    if check is None:
+        return [Finding(WARN, "Network not measured yet", fix="Run a network check.")]
+    report = check.report
+    summary = (f"RTT {report['rtt_median_ms']} ms median, {report['to_laptop_mb_s']} MB/s to it, "
+               f"{report['from_laptop_mb_s']} MB/s back")
+    if not check.warnings:
+        return [Finding(OK, "Network is fine", summary)]
+    return [Finding(WARN, "Network", f"{summary}. {warning}", "Then run the network check again to confirm.")
+            for warning in check.warnings]
+
+
+def clock(facts: dict) -> list[Finding]:
+    offset = facts.get("clock_offset_s")
+    if offset is not None and abs(offset) > 2:
+        return [Finding(WARN, f"Clock is {offset:+.1f} s off the panel's", "Logs and charts will not line up.",
+                        "Turn on time sync: `timedatectl set-ntp true`.")]
+    return []
+
+
+def runtime(node: Node, facts: dict, bundle: RuntimeBundle | None) -> list[Finding]:
+    if bundle is None:
+        return [Finding(ERROR, "No runtime bundle on the panel", fix="Run `make setup` on the panel's machine.")]
+    reasons = install.problems(facts, bundle.manifest)
+    if reasons:
+        return [Finding(ERROR, "This laptop cannot run the runtime", "; ".join(reasons) + ".",
+                        "Use a 64-bit x86 laptop with Ubuntu 22.04, Debian 12, Fedora 35 or newer.")]
+    if not node.runtime:
+        return [Finding(WARN, "Runtime not installed", fix="Install the runtime from this page.")]
+    if node.runtime != bundle.sha256[:12]:
+        return [Finding(WARN, "Runtime differs from the head's",
+                        f"The laptop has {node.runtime}, the head {bundle.sha256[:12]}: protocols may differ.",
+                        "Install the runtime again.")]
+    return [Finding(OK, "Runtime matches the head", f"RPC protocol {bundle.rpc_protocol}")]
+
+
+def servers(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:
+    found = []
+    for server in node.rpc_servers.filter(wanted=True):
+        if server.status != ServerStatus.RUNNING:
+            found.append(Finding(ERROR, f"rpc-server on port {server.port} is {server.get_status_display().lower()}",
+                                 server.last_death, "See its log on this page; the supervisor keeps retrying."))
+        elif bundle and server.protocol and server.protocol.split(".")[0] != bundle.rpc_protocol.split(".")[0]:
+            found.append(Finding(ERROR, f"rpc-server on port {server.port} speaks RPC {server.protocol}",
+                                 f"The head speaks {bundle.rpc_protocol}; llama.cpp refuses other major versions.",
+                                 "Install the runtime again and restart the server."))
+        else:
+            detail = f"reached at {server.endpoint}" + (f", restarted {server.restarts}×" if server.restarts else "")
+            found.append(Finding(OK, f"rpc-server on port {server.port} is running", detail))
+    return found
+
+
+def diagnose(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:
+    probe = node.probes.first()
+    if probe is None:
+        return [ssh_access(node), Finding(WARN, "Not probed yet", fix="Probe the laptop.")]
+    facts = probe.facts
+    return [ssh_access(node), cpu_features(facts), *memory(facts), *power_and_heat(facts), *disk(facts),
+            *link(node), *clock(facts), *runtime(node, facts, bundle), *servers(node, bundle)]

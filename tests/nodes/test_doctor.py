@@ -1,0 +1,62 @@
+"""The doctor explains what is wrong with a laptop, in plain words, with the fix."""
+
+from nodes.doctor import ERROR, OK, WARN, diagnose
+from nodes.models import ActionKind, LinkCheck, Node, NodeStatus, Probe, RpcServer, ServerStatus
+from tests.conftest import PASSWORD
+from tests.nodes.laptops import register, run_now
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/"
+TROUBLED = {
+    "os": "Linux", "arch": "x86_64", "glibc": "2.35", "glibcxx": "3.4.30", "cpu_model": "Intel Core i5-3320M",
+    "cpu_flags": ["sse4_2", "avx"], "ram_total": 8 * 2**30, "ram_available": 1 * 2**30, "ram_limit": None,
+    "swap_used": 2 * 2**30, "on_ac": False, "battery_percent": 40, "temperature_c": 92.0,
+    "disk_rotational": True, "clock_offset_s": 42.0, "link_speed_mbps": 1000, "wireless": True,
+}
+
+
+def by_title(findings, words):
+    return [finding for finding in findings if words in finding.title]
+
+
+def test_it_finds_every_trouble_a_laptop_has_and_says_how_to_fix_it(db, runtime_bundle):
+    node = Node.objects.create(name="old", host="10.0.0.9", username="u", host_key=KEY, runtime="0" * 12)
+    Probe.objects.create(node=node, facts=TROUBLED)
+    LinkCheck.objects.create(node=node, report={"rtt_median_ms": 3.1, "rtt_p99_ms": 20, "to_laptop_mb_s": 9,
+                                                "from_laptop_mb_s": 11}, warnings=["Throughput is 9 MB/s ..."])
+    RpcServer.objects.create(node=node, port=50052, status=ServerStatus.FAILED, last_death="exited with status 1")
+    findings = diagnose(node, runtime_bundle)
+    expected = ["No AVX2", "RAM free", "swap in use", "battery", "Hot", "Spinning", "Network", "Clock",
+                "Runtime differs", "rpc-server on port 50052"]
+    for words in expected:
+        found = by_title(findings, words)
+        assert found, f"nothing about {words!r}"
+        assert found[0].level in (WARN, ERROR) and found[0].fix, words
+
+
+def test_it_refuses_a_laptop_too_old_for_the_runtime(db, runtime_bundle):
+    node = Node.objects.create(name="ancient", host="10.0.0.8", username="u", host_key=KEY)
+    Probe.objects.create(node=node, facts={**TROUBLED, "glibc": "2.31"})
+    finding = by_title(diagnose(node, runtime_bundle), "cannot run the runtime")[0]
+    assert finding.level == ERROR and "2.31" in finding.detail
+
+
+def test_it_gives_a_healthy_simulated_laptop_a_clean_bill(lan, db, runtime_bundle):
+    the_lan = lan(3)
+    node = register(the_lan, the_lan.laptops[1], name="healthy")
+    for kind in (ActionKind.PROBE, ActionKind.NETWORK_CHECK, ActionKind.INSTALL_RUNTIME):
+        assert run_now(node, kind).status == "succeeded"
+    node.refresh_from_db()
+    findings = diagnose(node, runtime_bundle)
+    assert node.status == NodeStatus.READY
+    # This machine's own disk spins; that warning is true of the simulated laptop too.
+    assert {f.title for f in findings if f.level != OK} <= {"Spinning hard disk"}
+    assert by_title(findings, "Runtime matches the head")
+    assert by_title(findings, "CPU has AVX2")
+
+
+def test_it_shows_the_doctor_page_to_an_admin(client, alice, db):
+    Node.objects.create(name="n1", host="10.0.0.7", username="u", host_key=KEY)
+    client.login(username="alice", password=PASSWORD)
+    page = client.get("/nodes/doctor/")
+    assert page.status_code == 200 and b"Not probed yet" in page.content
+    assert client.get("/nodes/n1/doctor/").status_code == 200
