@@ -191,6 +191,7 @@ class RpcServer(models.Model):
     local_port = models.PositiveIntegerField(null=True, blank=True, help_text="The head's end of the SSH tunnel.")
     pid = models.PositiveIntegerField(null=True, blank=True)
     protocol = models.CharField(max_length=20, blank=True)
+    free_memory = models.BigIntegerField(null=True, blank=True, help_text="Device 0's free bytes at start.")
     restarts = models.PositiveIntegerField(default=0)
     failures = models.PositiveIntegerField(default=0, help_text="Failed starts in a row, for backoff.")
     last_death = models.TextField(blank=True)

@@ -8,6 +8,7 @@ import socket
 import struct
 from dataclasses import dataclass
 
+RPC_CMD_GET_DEVICE_MEMORY = 11
 RPC_CMD_HELLO = 14
 RPC_CMD_DEVICE_COUNT = 15
 CONN_CAPS_SIZE = 24
@@ -24,6 +25,8 @@ class Hello:
     minor: int
     patch: int
     devices: int
+    free_memory: int = 0
+    total_memory: int = 0
 
     @property
     def version(self) -> str:
@@ -54,11 +57,13 @@ def _command(sock: socket.socket, cmd: int, payload: bytes, expect: int) -> byte
 
 
 def hello(host: str, port: int, timeout: float = 5.0) -> Hello:
-    """Complete the RPC handshake and count the server's devices, then hang up."""
+    """Complete the RPC handshake, count the server's devices and ask device 0's memory, then hang up."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             reply = _command(sock, RPC_CMD_HELLO, bytes(CONN_CAPS_SIZE), HELLO_RESPONSE_SIZE)
             (devices,) = struct.unpack("<I", _command(sock, RPC_CMD_DEVICE_COUNT, b"", 4))
+            memory = _command(sock, RPC_CMD_GET_DEVICE_MEMORY, struct.pack("<I", 0), 16)
     except OSError as exc:
         raise RpcError(f"cannot talk to ggml-rpc-server at {host}:{port}: {exc}") from None
-    return Hello(reply[0], reply[1], reply[2], devices)
+    free, total = struct.unpack("<QQ", memory)
+    return Hello(reply[0], reply[1], reply[2], devices, free, total)

@@ -84,6 +84,7 @@ class Supervisor:
         hello = handshake(server.endpoint) if not state.running else None
         self.update(server, status=ServerStatus.RUNNING, pid=server.pid or state.pid, failures=0, next_try_at=None,
                     protocol=hello.version if hello else server.protocol,
+                    free_memory=hello.free_memory if hello else server.free_memory,
                     started_at=timezone.now() if hello else server.started_at)
         if node.status != NodeStatus.READY:
             node.set_status(NodeStatus.READY)

@@ -14,4 +14,5 @@ urlpatterns = [
     path("<slug:name>/actions/<str:kind>/", views.node_action, name="action"),
     path("<slug:name>/approve-host-key/", views.approve_host_key, name="approve-host-key"),
     path("<slug:name>/rpc-server/", views.rpc_server, name="rpc-server"),
+    path("<slug:name>/rpc-server/<int:port>/log/", views.rpc_server_log, name="rpc-server-log"),
 ]

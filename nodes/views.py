@@ -4,7 +4,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusterpanel.auth import lab_admin_required
-from nodes import metrics, ssh
+from nodes import metrics, rpcserver, ssh
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
@@ -156,3 +156,15 @@ def check_again(request: HttpRequest) -> HttpResponse:
         enqueue(node, ActionKind.NETWORK_CHECK, request.user)
     messages.success(request, "Probing every laptop and measuring its network; refresh in a few seconds.")
     return redirect("nodes:doctor")
+
+
+@lab_admin_required
+def rpc_server_log(request: HttpRequest, name: str, port: int) -> HttpResponse:
+    """The tail of a server's log, read from the laptop now."""
+    server = get_object_or_404(RpcServer.objects.select_related("node"), node__name=name, port=port)
+    try:
+        state = rpcserver.state(server.node.ssh_target(), server.node.install_dir, port, log_lines=200)
+        text, error = state.log_tail or "(empty)", ""
+    except ssh.SSHError as exc:
+        text, error = "", str(exc)
+    return render(request, "nodes/log.html", {"server": server, "text": text, "error": error})

@@ -47,6 +47,7 @@ def test_it_completes_the_rpc_handshake_from_the_head(rpc_server, runtime_bundle
     assert answer.version == runtime_bundle.rpc_protocol
     assert answer.compatible_with(runtime_bundle.rpc_protocol)
     assert answer.devices >= 1
+    assert 0 < answer.free_memory <= answer.total_memory
 
 
 def test_it_is_understood_by_the_heads_own_rpc_client(rpc_server):

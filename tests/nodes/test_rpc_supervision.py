@@ -5,7 +5,9 @@ import sys
 import time
 
 import pytest
+from django.test import Client
 
+from clusterpanel.models import Role, User
 from jobs import llamacpp
 from nodes import rpc, rpcserver, ssh
 from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
@@ -55,6 +57,7 @@ def test_it_runs_a_server_on_each_of_three_laptops_behind_ssh_tunnels(nodes, sup
         wait_until(lambda s=server: running(s), 60, f"{server} running")
         assert server.endpoint.startswith("127.0.0.1:")
         assert server.protocol == runtime_bundle.rpc_protocol
+        assert server.free_memory > 0
         assert rpc.hello("127.0.0.1", server.local_port).devices == 1
         with pytest.raises(rpc.RpcError):
             rpc.hello(server.node.host, server.port, timeout=2)  # not open to the LAN
@@ -76,6 +79,11 @@ def test_it_restarts_a_killed_server_and_records_why_it_died(nodes, supervisor):
     wait_until(restarted, RESTART_WITHIN_S, "restart")
     assert time.monotonic() - killed_at < RESTART_WITHIN_S
     assert "killed (signal 9)" in server.last_death
+    admin = User.objects.create_user("admin2", password="pw-for-the-test", role=Role.ADMIN)
+    client = Client()
+    client.force_login(admin)
+    log = client.get(f"/nodes/{nodes[0].name}/rpc-server/50101/log/")
+    assert b"Starting RPC server" in log.content
     assert rpcserver.state(nodes[0].ssh_target(), nodes[0].install_dir, 50101).pid == server.pid
     assert rpc.hello("127.0.0.1", server.local_port).devices == 1
 
