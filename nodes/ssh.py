@@ -220,7 +220,7 @@ def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT) -> 
 
 @dataclass
 class Forward:
-    """An OpenSSH `ssh -N -L` child process: 127.0.0.1:local_port on the head reaches remote_port on the laptop."""
+    """An OpenSSH `ssh -L` child process: 127.0.0.1:local_port on the head reaches remote_port on the laptop."""
 
     local_port: int
     process: subprocess.Popen
@@ -252,11 +252,13 @@ def forward(target: SSHTarget, remote_port: int, local_port: int, timeout: float
         key.write_text(target.private_key if target.private_key.endswith("\n") else target.private_key + "\n")
         name = target.host if target.port == 22 else f"[{target.host}]:{target.port}"
         known.write_text(f"{name} {target.host_key}\n")
-        argv = ["ssh", "-N", "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}", "-i", str(key),
+        # A session with a tty, not -N: only then does OpenSSH set TCP_NODELAY, and every
+        # token makes many small round trips (bench/tunnel_vs_direct.py: p99 44 ms -> 0.2 ms).
+        argv = ["ssh", "-tt", "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}", "-i", str(key),
                 "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
                 "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
                 "-o", f"ConnectTimeout={int(timeout)}", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
-                "-p", str(target.port), f"{target.username}@{target.host}"]
+                "-p", str(target.port), f"{target.username}@{target.host}", "exec sleep 2147483647"]
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    text=True, start_new_session=True)
         if not _wait_listening(local_port, process, timeout + 2):

@@ -1,0 +1,32 @@
+"""A simulated LAN for benchmarks: brought up for one run and always taken down."""
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
+
+
+@contextmanager
+def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: str = "10.235.0.0/24"):
+    import django
+
+    django.setup()
+    from django.conf import settings
+
+    from nodes.simlan import SimLan
+
+    harness = SimLan(name, Path(settings.DATA_DIR) / "simlan", subnet=subnet)
+    try:
+        yield harness.up(count, rate=rate)
+    finally:
+        harness.down()
+
+
+def target(lan, laptop):
+    from nodes import ssh
+
+    return ssh.SSHTarget(laptop.address, laptop.user, laptop.host_key, private_key=Path(lan.key_path).read_text())
