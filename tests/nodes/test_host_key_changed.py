@@ -1,0 +1,57 @@
+"""A laptop that suddenly presents another host key is refused and flagged until an admin approves."""
+
+import time
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from nodes import ssh
+from nodes.models import ActionKind, ActionStatus, Node, NodeStatus
+from nodes.simlan import SimLan
+from tests.conftest import PASSWORD
+from tests.nodes.laptops import register, run_now
+
+
+@pytest.fixture(scope="module")
+def rekey_lan():
+    harness = SimLan("rekey", Path(settings.DATA_DIR) / "simlan", subnet="10.237.0.0/24")
+    yield harness, harness.up(1)
+    harness.down()
+
+
+def test_it_refuses_a_changed_host_key_flags_the_laptop_and_waits_for_approval(rekey_lan, client, alice):
+    harness, lan = rekey_lan
+    node = register(lan, lan.laptops[0])
+    assert run_now(node, ActionKind.PROBE).status == ActionStatus.SUCCEEDED
+    ssh.forget(node.ssh_target())
+    reinstalled = harness.rekey(1)
+
+    refused = run_now(node, ActionKind.PROBE)
+    node.refresh_from_db()
+    assert refused.status == ActionStatus.FAILED and "refusing to connect" in refused.error
+    assert node.status == NodeStatus.HOST_KEY_CHANGED
+    assert node.presented_host_key == reinstalled.host_key
+    assert reinstalled.host_key_fingerprint in node.status_detail
+    assert "must approve" in run_now(node, ActionKind.PROBE).error, "nothing runs until an admin decides"
+
+    client.login(username="alice", password=PASSWORD)
+    page = client.get(f"/nodes/{node.name}/")
+    assert reinstalled.host_key_fingerprint.encode() in page.content
+    client.post(f"/nodes/{node.name}/approve-host-key/")
+    node.refresh_from_db()
+    assert node.host_key == reinstalled.host_key and node.presented_host_key == ""
+    assert run_now(node, ActionKind.PROBE).status == ActionStatus.SUCCEEDED
+
+
+def test_it_gives_up_on_an_unreachable_laptop_without_hanging_a_worker(rekey_lan, db):
+    """An unused address inside the LAN this test made: nothing answers there."""
+    key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/"
+    node = Node.objects.create(name="gone", host="10.237.0.200", username="u", host_key=key,
+                               private_key=ssh.generate_key_pair("t")[0])
+    started = time.monotonic()
+    action = run_now(node, ActionKind.PROBE)
+    assert time.monotonic() - started < ssh.CONNECT_TIMEOUT + 5
+    node.refresh_from_db()
+    assert action.status == ActionStatus.FAILED and "Cannot reach 10.237.0.200" in action.error
+    assert node.status == NodeStatus.OFFLINE
