@@ -19,7 +19,7 @@ while :; do
   grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree):' /proc/meminfo
   [ -r "$limit" ] && echo "CgLimit $(cat "$limit") $(cat "$usage")"
   awk -v nic="$nic" 'NR > 2 {gsub(":", " "); if ($1 == nic || (nic == "" && $1 != "lo")) {rx += $2; tx += $10}}
-    END {print "Net", rx + 0, tx + 0}' /proc/net/dev
+    END {printf "Net %.0f %.0f\n", rx, tx}' /proc/net/dev
   awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "MHz %.0f\n", s / n}' /proc/cpuinfo
   t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1); [ -n "$t" ] && echo "Temp $t"
   echo E
@@ -43,25 +43,29 @@ class Reading:
 def parse_block(lines: list[str]) -> Reading:
     reading = Reading()
     for line in lines:
-        parts = line.split()
-        if not parts:
-            continue
-        key = parts[0]
-        if key == "T":
-            reading.time = float(parts[1]) if "N" not in parts[1] else float(parts[1].split(".")[0])
-        elif key.startswith("cpu"):
-            reading.cpu.append([int(x) for x in parts[1:9]])
-        elif key.endswith(":"):
-            reading.mem[key[:-1]] = int(parts[1]) * 1024
-        elif key == "CgLimit":
-            reading.cgroup = (int(parts[1]), int(parts[2]))
-        elif key == "Net":
-            reading.net = (int(parts[1]), int(parts[2]))
-        elif key == "MHz":
-            reading.mhz = int(parts[1])
-        elif key == "Temp" and parts[1].lstrip("-").isdigit():
-            reading.temp_mc = int(parts[1])
+        try:
+            read_line(reading, line.split())
+        except (ValueError, IndexError):
+            continue  # one odd line must not stop a laptop's stream
     return reading
+
+
+def read_line(reading: Reading, parts: list[str]) -> None:
+    key = parts[0] if parts else ""
+    if key == "T":
+        reading.time = float(parts[1]) if "N" not in parts[1] else float(parts[1].split(".")[0])
+    elif key.startswith("cpu"):
+        reading.cpu.append([int(x) for x in parts[1:9]])
+    elif key.endswith(":"):
+        reading.mem[key[:-1]] = int(parts[1]) * 1024
+    elif key == "CgLimit":
+        reading.cgroup = (int(parts[1]), int(parts[2]))
+    elif key == "Net":
+        reading.net = (int(float(parts[1])), int(float(parts[2])))
+    elif key == "MHz":
+        reading.mhz = int(parts[1])
+    elif key == "Temp":
+        reading.temp_mc = int(parts[1])
 
 
 def busy_percent(before: list[int], after: list[int]) -> float:

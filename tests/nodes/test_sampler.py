@@ -57,3 +57,11 @@ def test_it_counts_a_cgroup_limit_as_the_laptops_memory():
     assert sample["ram_total"] == 4096000000
     assert sample["ram_used"] == 1024000000
     assert sample["swap_used"] == 100000 * 1024
+
+
+def test_it_reads_big_counters_and_skips_a_line_it_cannot_read():
+    sampler = Sampler()
+    feed(sampler, FIRST.replace("Net 1000 2000", "Net 3213510000 2000"))
+    sample = feed(sampler, SECOND.replace("Net 5000 2400", "Net 3.21351e+09 2400").replace("MHz 2800", "MHz ???"))
+    assert sample["tx"] == 200 and sample["mhz"] is None
+    assert sample["cpu"] == 66.7
