@@ -14,6 +14,13 @@ AUTH_CHOICES = [
 ]
 
 
+class SecretTextarea(forms.Textarea):
+    """Never puts a submitted secret back into the page, even when the form is shown again with errors."""
+
+    def format_value(self, value):
+        return None
+
+
 class AddNodeForm(forms.ModelForm):
     """Step one: where the laptop is. The panel then fetches its host key for the admin to confirm."""
 
@@ -38,7 +45,7 @@ class ConfirmNodeForm(AddNodeForm):
     signed_host_key = forms.CharField(widget=forms.HiddenInput)
     password = forms.CharField(required=False, widget=forms.PasswordInput(render_value=False),
                                help_text="Used once to install the panel's key, then forgotten.")
-    private_key = forms.CharField(required=False, widget=forms.Textarea(attrs={"rows": 6}),
+    private_key = forms.CharField(required=False, widget=SecretTextarea(attrs={"rows": 6}),
                                   help_text="Stored encrypted; never shown again.")
 
     class Meta(AddNodeForm.Meta):

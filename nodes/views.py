@@ -18,7 +18,9 @@ SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
 @lab_admin_required
 def node_list(request: HttpRequest) -> HttpResponse:
-    nodes = Node.objects.prefetch_related("rpc_servers", "probes")
+    nodes = list(Node.objects.prefetch_related("rpc_servers", "probes"))
+    for node in nodes:
+        node.latest = (metrics.recent(node.pk, 1) or [None])[-1]
     return render(request, "nodes/list.html", {"nodes": nodes})
 
 

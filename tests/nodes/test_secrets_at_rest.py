@@ -29,3 +29,20 @@ def test_it_keeps_no_private_key_in_clear_in_the_database_file(lan, transactiona
         assert body[:40].encode() not in raw
         assert b"PRIVATE KEY" not in raw
     assert Node.objects.get(name="n1").private_key == key_text, "the panel itself can still read it"
+
+
+def test_it_never_sends_a_private_key_back_to_the_browser(lan, client, alice):
+    from nodes.forms import sign_host_key
+
+    the_lan = lan(3)
+    laptop = the_lan.laptops[0]
+    key_text = Path(the_lan.key_path).read_text()
+    client.login(username="alice", password="correct horse battery staple")
+    page = client.post("/nodes/add/", {
+        "name": "bad name with spaces", "host": laptop.address, "port": 22, "username": laptop.user,
+        "connection": "tunnel", "auth": "private_key", "signed_host_key": sign_host_key(laptop.host_key),
+        "private_key": key_text,
+    })
+    assert page.status_code == 200 and b"letters, numbers" in page.content, "it says what is wrong"
+    body = "".join(key_text.strip().splitlines()[1:-1])
+    assert body[:40].encode() not in page.content
