@@ -2,8 +2,11 @@
 
 It wraps pytest-django's start-up so that DATA_DIR and REDIS_URL are set before
 Django reads its settings. A REDIS_URL given from outside is used as it is.
+Test runs on one machine take turns: their simulated LANs use fixed names and
+addresses, and a second run would tear down the first one's laptops.
 """
 
+import fcntl
 import os
 import shutil
 import tempfile
@@ -16,8 +19,22 @@ from clusterpanel.redis_server import RedisServer
 _state: dict = {}
 
 
+LOCK = Path(tempfile.gettempdir()) / "clusterpanel-tests.lock"
+
+
+def take_turn() -> None:
+    handle = open(LOCK, "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"Another clusterpanel test run holds {LOCK}; waiting for it to finish.", flush=True)
+        fcntl.flock(handle, fcntl.LOCK_EX)
+    _state["lock"] = handle
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config, parser, args):
+    take_turn()
     data_dir = Path(tempfile.mkdtemp(prefix="clusterpanel-test-"))
     os.chmod(data_dir, 0o755)  # simulated laptops' homes live below it
     (data_dir / "static").mkdir()
@@ -37,3 +54,6 @@ def pytest_unconfigure(config):
     data_dir = _state.pop("data_dir", None)
     if data_dir is not None:
         shutil.rmtree(data_dir, ignore_errors=True)
+    lock = _state.pop("lock", None)
+    if lock is not None:
+        lock.close()
