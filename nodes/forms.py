@@ -29,8 +29,16 @@ class AddNodeForm(forms.ModelForm):
 
     class Meta:
         model = Node
-        fields = ["name", "host", "port", "username", "connection"]
-        help_texts = {"name": "A short name, e.g. lab-3.", "host": "Address or host name on the LAN."}
+        fields = ["name", "host", "port", "username", "connection", "install_dir"]
+        help_texts = {"name": "A short name, e.g. lab-3.", "host": "Address or host name on the LAN.",
+                      "install_dir": "Where the runtime and its caches go on the laptop."}
+        labels = {"install_dir": "Install folder"}
+
+    def clean_install_dir(self) -> str:
+        folder = self.cleaned_data["install_dir"].strip().rstrip("/")
+        if not folder or ".." in folder.split("/") or not (folder.startswith("~/") or folder.startswith("/")):
+            raise forms.ValidationError("Use a folder under ~/ or an absolute path, without '..'.")
+        return folder
 
     def clean_host(self) -> str:
         host = self.cleaned_data["host"].strip()

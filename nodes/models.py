@@ -187,6 +187,7 @@ class RpcServer(models.Model):
     node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="rpc_servers")
     port = models.PositiveIntegerField(default=50052, validators=[MinValueValidator(1024), MaxValueValidator(65535)])
     wanted = models.BooleanField(default=True, help_text="Should be running.")
+    restart_requested = models.BooleanField(default=False)
     status = models.CharField(max_length=12, choices=ServerStatus.choices, default=ServerStatus.STARTING)
     local_port = models.PositiveIntegerField(null=True, blank=True, help_text="The head's end of the SSH tunnel.")
     pid = models.PositiveIntegerField(null=True, blank=True)

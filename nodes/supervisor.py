@@ -70,6 +70,9 @@ class Supervisor:
         if server.next_try_at and timezone.now() < server.next_try_at:
             return
         node, target = server.node, server.node.ssh_target()
+        if server.restart_requested:
+            rpcserver.stop(target, node.install_dir, server.port)
+            self.update(server, restart_requested=False, status=ServerStatus.STARTING, pid=None)
         state = rpcserver.state(target, node.install_dir, server.port)
         tunnel_ok = server.direct or self.forward_alive(server)
         if state.running and tunnel_ok and server.status == ServerStatus.RUNNING:

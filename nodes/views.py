@@ -109,10 +109,12 @@ def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
     if not 1024 <= port <= 65535:
         messages.error(request, "The rpc-server port must be a number from 1024 to 65535.")
         return redirect("nodes:detail", name=name)
-    wanted = request.POST.get("state") == "start"
+    state = request.POST.get("state")
+    wanted = state in ("start", "restart")
     server, _ = RpcServer.objects.get_or_create(node=node, port=port, defaults={"wanted": wanted})
-    RpcServer.objects.filter(pk=server.pk).update(wanted=wanted, next_try_at=None, failures=0)
-    messages.success(request, f"rpc-server on port {port} will {'start' if wanted else 'stop'} within seconds.")
+    RpcServer.objects.filter(pk=server.pk).update(wanted=wanted, next_try_at=None, failures=0,
+                                                  restart_requested=state == "restart")
+    messages.success(request, f"rpc-server on port {port} will {state or 'stop'} within seconds.")
     return redirect("nodes:detail", name=name)
 
 

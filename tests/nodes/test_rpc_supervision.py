@@ -113,3 +113,17 @@ def test_it_binds_to_the_lan_address_in_direct_mode(nodes, supervisor):
     assert server.endpoint == f"{node.host}:50103"
     assert server.local_port is None
     assert rpc.hello(node.host, 50103).devices == 1
+
+
+def test_it_restarts_a_server_on_request_without_counting_a_death(nodes, supervisor):
+    server = RpcServer.objects.create(node=nodes[2], port=50104)
+    wait_until(lambda: running(server), 60, "start")
+    first_pid = server.pid
+    RpcServer.objects.filter(pk=server.pk).update(restart_requested=True)
+
+    def restarted():
+        server.refresh_from_db()
+        return not server.restart_requested and server.status == ServerStatus.RUNNING and server.pid != first_pid
+
+    wait_until(restarted, RESTART_WITHIN_S, "restart on request")
+    assert server.restarts == 0 and server.last_death == ""

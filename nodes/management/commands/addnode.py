@@ -21,6 +21,7 @@ class Command(BaseCommand):
         parser.add_argument("--host", required=True)
         parser.add_argument("--port", type=int, default=22)
         parser.add_argument("--user", required=True)
+        parser.add_argument("--install-dir", default="~/.clusterpanel", help="where the runtime goes on the laptop")
         auth = parser.add_mutually_exclusive_group(required=True)
         auth.add_argument("--key-file", type=Path, help="a private key the laptop accepts (stored encrypted)")
         auth.add_argument("--password", action="store_true",
@@ -32,7 +33,7 @@ class Command(BaseCommand):
 
     def handle(self, name, host, port, user, key_file, password, panel_key, fingerprint, yes, **options):
         self.stdin = options.get("stdin") or sys.stdin
-        node = Node(name=name, host=host, port=port, username=user)
+        node = Node(name=name, host=host, port=port, username=user, install_dir=options["install_dir"])
         if key_file:
             node.private_key = self.read_key(key_file)
         node.host_key = self.confirm_host_key(host, port, fingerprint, yes)
