@@ -30,23 +30,10 @@ class RpcTensor(ctypes.Structure):  # ggml-rpc.cpp's rpc_tensor (its messages ar
                 ("name", ctypes.c_char * 64), ("use_count", ctypes.c_int32)]
 
 
-def recv_exact(sock: socket.socket, size: int) -> bytes:
-    data = b""
-    while len(data) < size:
-        chunk = sock.recv(size - len(data))
-        if not chunk:
-            raise ConnectionError("server closed the connection")
-        data += chunk
-    return data
-
-
 def call(sock: socket.socket, cmd: int, payload: bytes, reply: int | None) -> bytes:
-    sock.sendall(struct.pack("<BQ", cmd, len(payload)) + payload)
-    if reply is None:
-        return b""
-    (size,) = struct.unpack("<Q", recv_exact(sock, 8))
-    assert size == reply, (cmd, size, reply)
-    return recv_exact(sock, size)
+    from nodes.rpc import command
+
+    return command(sock, cmd, payload, reply)
 
 
 def connect(endpoint: str) -> socket.socket:

@@ -38,7 +38,7 @@ class Hello:
         return self.major == major and self.minor <= minor
 
 
-def _recv_exact(sock: socket.socket, size: int) -> bytes:
+def recv_exact(sock: socket.socket, size: int) -> bytes:
     data = b""
     while len(data) < size:
         chunk = sock.recv(size - len(data))
@@ -48,21 +48,24 @@ def _recv_exact(sock: socket.socket, size: int) -> bytes:
     return data
 
 
-def _command(sock: socket.socket, cmd: int, payload: bytes, expect: int) -> bytes:
+def command(sock: socket.socket, cmd: int, payload: bytes, expect: int | None) -> bytes:
+    """Send one RPC command; read its reply of `expect` bytes (None: the command has no reply)."""
     sock.sendall(struct.pack("<BQ", cmd, len(payload)) + payload)
-    (size,) = struct.unpack("<Q", _recv_exact(sock, 8))
+    if expect is None:
+        return b""
+    (size,) = struct.unpack("<Q", recv_exact(sock, 8))
     if size != expect:
         raise RpcError(f"unexpected reply size {size} to command {cmd}; is this a ggml-rpc-server?")
-    return _recv_exact(sock, size)
+    return recv_exact(sock, size)
 
 
 def hello(host: str, port: int, timeout: float = 5.0) -> Hello:
     """Complete the RPC handshake, count the server's devices and ask device 0's memory, then hang up."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
-            reply = _command(sock, RPC_CMD_HELLO, bytes(CONN_CAPS_SIZE), HELLO_RESPONSE_SIZE)
-            (devices,) = struct.unpack("<I", _command(sock, RPC_CMD_DEVICE_COUNT, b"", 4))
-            memory = _command(sock, RPC_CMD_GET_DEVICE_MEMORY, struct.pack("<I", 0), 16)
+            reply = command(sock, RPC_CMD_HELLO, bytes(CONN_CAPS_SIZE), HELLO_RESPONSE_SIZE)
+            (devices,) = struct.unpack("<I", command(sock, RPC_CMD_DEVICE_COUNT, b"", 4))
+            memory = command(sock, RPC_CMD_GET_DEVICE_MEMORY, struct.pack("<I", 0), 16)
     except OSError as exc:
         raise RpcError(f"cannot talk to ggml-rpc-server at {host}:{port}: {exc}") from None
     free, total = struct.unpack("<QQ", memory)
