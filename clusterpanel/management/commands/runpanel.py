@@ -15,6 +15,7 @@ from django.core.management.base import BaseCommand, CommandError
 from clusterpanel import processes
 from clusterpanel.accounts import ensure_first_admin
 from clusterpanel.redis_server import choose_port, port_is_free, redis_command
+from models_app.library import ensure_bundled
 
 
 class Command(BaseCommand):
@@ -34,6 +35,7 @@ class Command(BaseCommand):
         settings.RUN_DIR.mkdir(parents=True, exist_ok=True)
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
+        ensure_bundled()
         processes, redis_url = self.processes(host, port, workers)
         self.announce(host, port, redis_url)
         procfile = settings.RUN_DIR / "Procfile"

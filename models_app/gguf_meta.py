@@ -1,0 +1,109 @@
+"""What a GGUF file holds, read with the `gguf` package, and whether llama.cpp could load it.
+
+Pure: a path in, a `ModelMetadata` out (or `GGUFError` in plain words). The
+per-layer byte counts feed the planner.
+"""
+
+import re
+from collections import defaultdict
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import gguf
+
+KNOWN_ARCHITECTURES = set(gguf.MODEL_ARCH_NAMES.values())
+LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")
+
+
+class GGUFError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class ModelMetadata:
+    architecture: str
+    name: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    context_length: int
+    vocab_size: int
+    file_type: str
+    file_size: int
+    layer_bytes: list[int] = field(default_factory=list)
+    other_tensors: dict[str, int] = field(default_factory=dict)
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _scalar(reader: gguf.GGUFReader, key: str, default=None):
+    found = reader.fields.get(key)
+    if found is None or not found.data:
+        return default
+    part = found.parts[found.data[0]]
+    if found.types and found.types[0] == gguf.GGUFValueType.STRING:
+        return bytes(part).decode(errors="replace")
+    return part.tolist()[0]
+
+
+def _open(path: Path) -> gguf.GGUFReader:
+    with open(path, "rb") as handle:
+        magic = handle.read(4)
+    if magic != b"GGUF":
+        raise GGUFError(f"{path.name} is not a GGUF file (it starts with {magic!r}, not b'GGUF').")
+    try:
+        return gguf.GGUFReader(str(path))
+    except Exception as exc:  # the reader fails in many ways on damaged files; all mean the same here
+        raise GGUFError(f"{path.name} is damaged or truncated: {exc}") from None
+
+
+def _file_type(reader: gguf.GGUFReader) -> str:
+    code = _scalar(reader, "general.file_type")
+    try:
+        return gguf.LlamaFileType(code).name.removeprefix("MOSTLY_") if code is not None else "unknown"
+    except ValueError:
+        return f"type {code}"
+
+
+def read_metadata(path: Path) -> ModelMetadata:
+    path = Path(path)
+    if not path.is_file():
+        raise GGUFError(f"There is no file at {path}.")
+    size = path.stat().st_size
+    reader = _open(path)
+    arch = _scalar(reader, "general.architecture")
+    if arch not in KNOWN_ARCHITECTURES:
+        raise GGUFError(f"{path.name} is for the architecture {arch!r}, which llama.cpp does not know.")
+    n_layer = _scalar(reader, f"{arch}.block_count")
+    if not n_layer:
+        raise GGUFError(f"{path.name} does not say how many layers it has ({arch}.block_count).")
+    layers, others = [0] * n_layer, {}
+    for tensor in reader.tensors:
+        if tensor.data_offset + tensor.n_bytes > size:
+            raise GGUFError(f"{path.name} is truncated: tensor {tensor.name} ends past the end of the file.")
+        match = LAYER_TENSOR.match(tensor.name)
+        if match and int(match.group(1)) < n_layer:
+            layers[int(match.group(1))] += int(tensor.n_bytes)
+        else:
+            others[tensor.name] = int(tensor.n_bytes)
+    n_head = _scalar(reader, f"{arch}.attention.head_count", 0)
+    tokens = reader.fields.get("tokenizer.ggml.tokens")
+    return ModelMetadata(
+        architecture=arch, name=_scalar(reader, "general.name", path.stem), n_layer=n_layer,
+        n_embd=_scalar(reader, f"{arch}.embedding_length", 0), n_head=n_head,
+        n_head_kv=_scalar(reader, f"{arch}.attention.head_count_kv", n_head),
+        context_length=_scalar(reader, f"{arch}.context_length", 0),
+        vocab_size=_scalar(reader, f"{arch}.vocab_size", len(tokens.data) if tokens else 0),
+        file_type=_file_type(reader), file_size=size, layer_bytes=layers, other_tensors=others,
+    )
+
+
+def bytes_by_kind(meta: ModelMetadata) -> dict[str, int]:
+    """Non-layer tensors grouped as the planner needs them: embedding, output, the rest."""
+    grouped = defaultdict(int)
+    for name, size in meta.other_tensors.items():
+        kind = "token_embd" if name.startswith("token_embd") else "output" if name.startswith("output") else "other"
+        grouped[kind] += size
+    return dict(grouped)

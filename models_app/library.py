@@ -1,0 +1,54 @@
+"""Adding GGUF files to the panel's model library: validated first, nothing half-registered."""
+
+from pathlib import Path
+
+from django.db import IntegrityError, transaction
+from django.utils.text import slugify
+
+from models_app.bundled import BundledModelMissing, bundled_model_path
+from models_app.gguf_meta import GGUFError, read_metadata
+from models_app.models import GgufModel
+
+
+class LibraryError(Exception):
+    pass
+
+
+def register_path(path: str | Path, name: str = "", bundled: bool = False) -> GgufModel:
+    """Register the GGUF file at `path` (on the panel's machine) and checksum it in the background."""
+    resolved = Path(path).expanduser().resolve()
+    try:
+        meta = read_metadata(resolved)
+    except GGUFError as exc:
+        raise LibraryError(str(exc)) from None
+    name = slugify(name or resolved.stem.lower())[:80]
+    if not name:
+        raise LibraryError("Give the model a name made of letters, digits or hyphens.")
+    if GgufModel.objects.filter(path=str(resolved)).exists():
+        raise LibraryError(f"{resolved} is already in the library.")
+    if GgufModel.objects.filter(name=name).exists():
+        raise LibraryError(f"A model named {name!r} already exists; choose another name.")
+    try:
+        with transaction.atomic():
+            model = GgufModel.from_metadata(name, str(resolved), meta, bundled=bundled)
+            model.save()
+            transaction.on_commit(lambda: _checksum_soon(model.pk))
+    except IntegrityError:
+        raise LibraryError(f"{resolved} or the name {name!r} was just registered by someone else.") from None
+    return model
+
+
+def ensure_bundled() -> GgufModel | None:
+    """The model that ships with the panel, registered once."""
+    try:
+        path = bundled_model_path()
+    except BundledModelMissing:
+        return None
+    existing = GgufModel.objects.filter(bundled=True).first()
+    return existing or register_path(path, name="smollm2-135m-instruct-q4_1", bundled=True)
+
+
+def _checksum_soon(model_id: int) -> None:
+    from models_app.tasks import checksum
+
+    checksum.delay(model_id)

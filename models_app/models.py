@@ -1,0 +1,49 @@
+from django.db import models
+
+from models_app.gguf_meta import ModelMetadata
+
+
+class ModelStatus(models.TextChoices):
+    HASHING = "hashing", "Checksumming"
+    READY = "ready", "Ready"
+    FAILED = "failed", "Failed"
+
+
+class GgufModel(models.Model):
+    """A GGUF file on the panel's machine that can be deployed across laptops."""
+
+    name = models.SlugField(max_length=80, unique=True)
+    title = models.CharField(max_length=200, blank=True)
+    path = models.CharField(max_length=1000, unique=True)
+    size = models.BigIntegerField()
+    sha256 = models.CharField(max_length=64, blank=True)
+    hash_progress = models.FloatField(default=0.0)
+    status = models.CharField(max_length=10, choices=ModelStatus.choices, default=ModelStatus.HASHING)
+    status_detail = models.TextField(blank=True)
+    bundled = models.BooleanField(default=False)
+    architecture = models.CharField(max_length=40)
+    n_layer = models.PositiveIntegerField()
+    n_embd = models.PositiveIntegerField()
+    n_head = models.PositiveIntegerField()
+    n_head_kv = models.PositiveIntegerField()
+    context_length = models.PositiveIntegerField()
+    vocab_size = models.PositiveIntegerField()
+    file_type = models.CharField(max_length=40)
+    layer_bytes = models.JSONField(default=list)
+    other_tensors = models.JSONField(default=dict)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def from_metadata(cls, name: str, path: str, meta: ModelMetadata, bundled: bool = False) -> "GgufModel":
+        fields = {k: v for k, v in meta.as_dict().items() if k not in ("name", "file_size")}
+        return cls(name=name, title=meta.name, path=path, size=meta.file_size, bundled=bundled, **fields)
+
+    @property
+    def weights_bytes(self) -> int:
+        return sum(self.layer_bytes) + sum(self.other_tensors.values())

@@ -1,0 +1,36 @@
+import hashlib
+import time
+
+from celery import shared_task
+
+from clusterpanel.broadcast import broadcast
+from models_app.models import GgufModel, ModelStatus
+
+
+@shared_task(acks_late=True)
+def checksum(model_id: int) -> str:
+    """sha256 of the model file, with progress, so deployments can tell files apart."""
+    model = GgufModel.objects.get(pk=model_id)
+    digest, done, last = hashlib.sha256(), 0, 0.0
+    try:
+        with open(model.path, "rb") as handle:
+            while block := handle.read(8 << 20):
+                digest.update(block)
+                done += len(block)
+                if time.monotonic() - last > 0.5:
+                    last = time.monotonic()
+                    report(model, progress=done / model.size)
+    except OSError as exc:
+        report(model, status=ModelStatus.FAILED, status_detail=f"Cannot read {model.path}: {exc.strerror}")
+        return model.status
+    report(model, sha256=digest.hexdigest(), progress=1.0, status=ModelStatus.READY)
+    return model.status
+
+
+def report(model: GgufModel, progress: float | None = None, **fields) -> None:
+    if progress is not None:
+        fields["hash_progress"] = round(progress, 4)
+    GgufModel.objects.filter(pk=model.pk).update(**fields)
+    for name, value in fields.items():
+        setattr(model, name, value)
+    broadcast(f"model_{model.pk}", "model.progress", {"id": model.pk, **{k: str(v) for k, v in fields.items()}})
