@@ -1,0 +1,259 @@
+"""Which transformer layers go on which machine: pure functions, numbers in, a plan out.
+
+The pipeline is the one llama.cpp builds from `n_gpu_layers` and `tensor_split`:
+the head's CPU holds the token embedding and the first `head_layers` blocks;
+then each RPC device, in registration order, holds a contiguous run; the last
+one also holds the output layer (which llama.cpp counts as layer `n_layer`).
+The time for one generated token is modelled as the bytes each machine must
+read divided by its memory bandwidth, plus a cost per network hop; "fastest"
+minimises it subject to every machine fitting in its usable memory.
+"""
+
+from dataclasses import dataclass, field
+from itertools import permutations
+
+MiB = 2**20
+GiB = 2**30
+
+
+@dataclass(frozen=True)
+class ModelShape:
+    layer_bytes: tuple[int, ...]
+    token_embd_bytes: int
+    output_bytes: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    vocab_size: int
+
+    @property
+    def n_layer(self) -> int:
+        return len(self.layer_bytes)
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    usable_bytes: int
+    bandwidth_gb_s: float  # effective memory bandwidth, measured
+    hop_s: float = 0.0  # network cost per token of reaching it (0 for the head)
+
+
+@dataclass(frozen=True)
+class Options:
+    ctx: int = 4096
+    kv_bytes: int = 2  # f16 cache
+    n_ubatch: int = 512
+    head_may_hold_layers: bool = True
+    # Calibrated later from measured deployments; see docs/benchmarks.md.
+    runtime_overhead: int = 64 * MiB
+    compute_fixed: int = 16 * MiB
+
+
+@dataclass(frozen=True)
+class Memory:
+    weights: int
+    kv_cache: int
+    compute: int
+    overhead: int
+
+    @property
+    def total(self) -> int:
+        return self.weights + self.kv_cache + self.compute + self.overhead
+
+
+@dataclass(frozen=True)
+class Stage:
+    machine: Machine
+    first: int  # first layer index
+    count: int  # layers, the output layer (index n_layer) included when last
+    memory: Memory
+
+    @property
+    def layers(self) -> range:
+        return range(self.first, self.first + self.count)
+
+
+@dataclass(frozen=True)
+class Plan:
+    mode: str
+    stages: tuple[Stage, ...]  # the head first (maybe with 0 layers), then laptops in order
+    seconds_per_token: float
+    bottleneck: str
+    n_gpu_layers: int
+    tensor_split: tuple[int, ...]
+
+    @property
+    def tokens_per_second(self) -> float:
+        return 1 / self.seconds_per_token if self.seconds_per_token else 0.0
+
+
+@dataclass(frozen=True)
+class NoFit:
+    needed: int
+    usable: int
+    largest_ctx: int
+    reasons: list[str] = field(default_factory=list)
+
+    def explain(self) -> str:
+        text = (f"The model needs {self.needed / GiB:.1f} GiB; the chosen machines have "
+                f"{self.usable / GiB:.1f} GiB usable, {max(self.needed - self.usable, 0) / GiB:.1f} GiB short.")
+        if self.largest_ctx:
+            text += f" A context of {self.largest_ctx} tokens would fit."
+        return " ".join([text, *self.reasons])
+
+
+def kv_bytes_per_layer(shape: ModelShape, options: Options) -> int:
+    head_dim = shape.n_embd // max(shape.n_head, 1)
+    return 2 * options.ctx * head_dim * shape.n_head_kv * options.kv_bytes
+
+
+def compute_bytes(shape: ModelShape, options: Options, holds_output: bool) -> int:
+    """Activations for one micro-batch; the machine with the output layer also holds the logits."""
+    activations = options.n_ubatch * shape.n_embd * 4 * 4 + options.compute_fixed
+    return activations + (shape.vocab_size * options.n_ubatch * 4 if holds_output else 0)
+
+
+def stage_memory(shape: ModelShape, first: int, count: int, options: Options, is_head: bool) -> Memory:
+    blocks = range(first, min(first + count, shape.n_layer))
+    holds_output = first + count > shape.n_layer
+    weights = sum(shape.layer_bytes[i] for i in blocks) + (shape.output_bytes if holds_output else 0)
+    if is_head:
+        weights += shape.token_embd_bytes
+    compute = compute_bytes(shape, options, holds_output) if (count or is_head) else 0
+    return Memory(weights, kv_bytes_per_layer(shape, options) * len(blocks), compute,
+                  options.runtime_overhead if (count or is_head) else 0)
+
+
+def stage_seconds(memory: Memory, machine: Machine, used: bool) -> float:
+    read = memory.weights + memory.kv_cache
+    return read / (machine.bandwidth_gb_s * 1e9) + (machine.hop_s if used else 0.0)
+
+
+def build(mode: str, shape: ModelShape, head: Machine, order: list[Machine], counts: list[int],
+          options: Options) -> Plan | None:
+    """The plan for `counts` layers on head then `order`; None if a machine does not fit."""
+    stages, first = [], 0
+    for index, (machine, count) in enumerate(zip([head, *order], counts, strict=True)):
+        memory = stage_memory(shape, first, count, options, is_head=index == 0)
+        if memory.total > machine.usable_bytes:
+            return None
+        stages.append(Stage(machine, first, count, memory))
+        first += count
+    times = [stage_seconds(s.memory, s.machine, s.count > 0 and i > 0) for i, s in enumerate(stages)]
+    slowest = max(range(len(stages)), key=lambda i: times[i])
+    return Plan(mode, tuple(stages), sum(times), stages[slowest].machine.name,
+                n_gpu_layers=shape.n_layer + 1 - counts[0], tensor_split=tuple(counts[1:]))
+
+
+def best_counts(shape: ModelShape, head: Machine, order: list[Machine], options: Options) -> Plan | None:
+    """Dynamic programme over split points for one ordering: the cheapest contiguous runs that fit."""
+    total, machines = shape.n_layer + 1, [head, *order]
+    best: dict[tuple[int, int], tuple[float, list[int]]] = {(0, 0): (0.0, [])}
+    for index, machine in enumerate(machines):
+        minimum = 0 if index == 0 else 1
+        most = total if index > 0 or options.head_may_hold_layers else 0
+        reached = {}
+        for (m, done), (cost, counts) in best.items():
+            if m != index:
+                continue
+            for count in range(minimum, min(most, total - done) + 1):
+                if index == len(machines) - 1 and done + count != total:
+                    continue
+                memory = stage_memory(shape, done, count, options, is_head=index == 0)
+                if memory.total > machine.usable_bytes:
+                    break  # more layers only need more memory
+                step = cost + stage_seconds(memory, machine, count > 0 and index > 0)
+                key = (index + 1, done + count)
+                if key not in reached or step < reached[key][0]:
+                    reached[key] = (step, [*counts, count])
+        best.update(reached)
+    final = best.get((len(machines), total))
+    return build("fastest", shape, head, order, final[1], options) if final else None
+
+
+def orderings(laptops: list[Machine], exhaustive_up_to: int = 5):
+    """Every subset in every order for a few laptops; for more, subsets of the fastest, in a few orders."""
+    if len(laptops) <= exhaustive_up_to:
+        for size in range(0, len(laptops) + 1):
+            yield from (list(p) for p in permutations(laptops, size))
+        return
+    fastest = sorted(laptops, key=lambda m: -m.bandwidth_gb_s)
+    for size in range(0, len(laptops) + 1):
+        chosen = fastest[:size]
+        yield chosen
+        yield sorted(chosen, key=lambda m: m.usable_bytes)  # roomiest last: it holds the output
+
+
+def plan_fastest(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> Plan | None:
+    plans = (best_counts(shape, head, order, options) for order in orderings(laptops))
+    return min((plan for plan in plans if plan), key=lambda plan: plan.seconds_per_token, default=None)
+
+
+def proportional_counts(total: int, weights: list[float]) -> list[int]:
+    """`total` split in proportion to `weights`, every share at least 1, summing exactly to `total`."""
+    raw = [total * w / sum(weights) for w in weights]
+    counts = [max(1, int(r)) for r in raw]
+    while sum(counts) > total:
+        counts[counts.index(max(counts))] -= 1
+    for i in sorted(range(len(raw)), key=lambda i: raw[i] - int(raw[i]), reverse=True):
+        if sum(counts) == total:
+            break
+        counts[i] += 1
+    return counts
+
+
+def plan_mode(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
+              manual: list[int] | None = None) -> Plan | None:
+    """"fastest", or for comparison "memory" (split by usable memory, as llama.cpp, exo and GPUStack do),
+    "even", or "manual" with `manual` = layers for the head, then each laptop (the output layer counts)."""
+    if mode == "fastest":
+        return plan_fastest(shape, head, laptops, options)
+    total = shape.n_layer + 1
+    if mode == "manual":
+        if not manual or len(manual) != len(laptops) + 1 or sum(manual) != total or min(manual[1:], default=1) < 1:
+            return None
+        counts = manual
+    elif not laptops:
+        if not options.head_may_hold_layers:
+            return None
+        counts = [total]
+    else:
+        weights = [m.usable_bytes for m in laptops] if mode == "memory" else [1.0] * len(laptops)
+        counts = [0, *proportional_counts(total, weights)]
+    return build(mode, shape, head, laptops, counts, options)
+
+
+def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> NoFit:
+    usable = head.usable_bytes + sum(m.usable_bytes for m in laptops)
+    needed = sum(shape.layer_bytes) + shape.output_bytes + shape.token_embd_bytes \
+        + kv_bytes_per_layer(shape, options) * shape.n_layer \
+        + (len(laptops) + 1) * (options.runtime_overhead + compute_bytes(shape, options, False)) \
+        + shape.vocab_size * options.n_ubatch * 4
+    largest, ctx = 0, options.ctx // 2
+    while ctx >= 256 and not largest:
+        smaller = Options(**{**options.__dict__, "ctx": ctx})
+        if plan_fastest(shape, head, laptops, smaller):
+            largest = ctx
+        ctx //= 2
+    return NoFit(needed, usable, largest)
+
+
+def placement(n_layer: int, n_gpu_layers: int, tensor_split: tuple[int, ...]) -> list[int]:
+    """Where llama.cpp puts each layer (0..n_layer, the last being the output): -1 the head's CPU,
+    k the k-th RPC device. Mirrors llama_model::load_tensors in the vendored llama.cpp."""
+    i_gpu_start = max(n_layer + 1 - n_gpu_layers, 0)
+    act = min(n_gpu_layers, n_layer + 1)
+    total = sum(tensor_split)
+    cumulative, running = [], 0.0
+    for value in tensor_split:
+        running += value
+        cumulative.append(running / total)
+    where = []
+    for il in range(n_layer + 1):
+        if il < i_gpu_start or (il - i_gpu_start) >= act:
+            where.append(-1)
+            continue
+        position = float(il - i_gpu_start) / act
+        where.append(next((k for k, c in enumerate(cumulative) if c > position), len(cumulative) - 1))
+    return where
