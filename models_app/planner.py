@@ -103,6 +103,20 @@ class NoFit:
         return " ".join([text, *self.reasons])
 
 
+def shape_of(meta) -> ModelShape:
+    """The planner's view of a model, from its GGUF metadata (a ModelMetadata or a GgufModel)."""
+    others = meta.other_tensors
+    embedding = sum(size for name, size in others.items() if name.startswith("token_embd"))
+    output = sum(size for name, size in others.items() if not name.startswith("token_embd"))
+    return ModelShape(tuple(meta.layer_bytes), embedding, output, meta.n_embd, meta.n_head, meta.n_head_kv,
+                      meta.vocab_size)
+
+
+def device_names(plan: "Plan") -> list[str]:
+    """The device llama.cpp logs for each layer under this plan: CPU for the head, RPCk for laptop k."""
+    return [("CPU" if i == 0 else f"RPC{i - 1}") for i, stage in enumerate(plan.stages) for _ in stage.layers]
+
+
 def kv_bytes_per_layer(shape: ModelShape, options: Options) -> int:
     head_dim = shape.n_embd // max(shape.n_head, 1)
     return 2 * options.ctx * head_dim * shape.n_head_kv * options.kv_bytes
