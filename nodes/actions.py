@@ -1,6 +1,9 @@
 """What each kind of NodeAction does. Raise ActionError to fail with a plain message."""
 
-from nodes import install, netcheck, probe
+from django.utils import timezone
+
+from jobs.llamacpp import LlamaCppError
+from nodes import install, netcheck, probe, rpcserver, speed
 from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
@@ -56,8 +59,23 @@ def do_network_check(action: NodeAction, node: Node) -> None:
                   + (f". {len(found)} warning(s)." if found else "."), **report)
 
 
+def do_measure_speed(action: NodeAction, node: Node) -> None:
+    if not node.runtime:
+        raise ActionError("Install the runtime first; the speed test runs on it.")
+    action.report("Running the bundled model on the laptop for a few seconds.")
+    try:
+        result = speed.measure(node.ssh_target(), node.install_dir)
+    except (LlamaCppError, rpcserver.RpcServerError) as exc:
+        raise ActionError(f"The speed test failed: {exc}") from None
+    node.speed_gb_s, node.speed_measured_at = result["bandwidth_gb_s"], timezone.now()
+    node.save(update_fields=["speed_gb_s", "speed_measured_at"])
+    action.report(f"{result['tokens_per_s']} tokens/s on the bundled model: about {result['bandwidth_gb_s']} GB/s "
+                  "of effective memory bandwidth.", **result)
+
+
 HANDLERS = {
     ActionKind.PROBE: do_probe,
     ActionKind.INSTALL_RUNTIME: do_install_runtime,
     ActionKind.NETWORK_CHECK: do_network_check,
+    ActionKind.MEASURE_SPEED: do_measure_speed,
 }

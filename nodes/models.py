@@ -52,6 +52,10 @@ class Node(models.Model):
     private_key = EncryptedTextField(blank=True, help_text="Empty: the panel's own key.")
     connection = models.CharField(max_length=10, choices=Connection.choices, default=Connection.TUNNEL)
     runtime = models.CharField(max_length=12, blank=True, help_text="Installed runtime bundle (sha256 prefix).")
+    speed_gb_s = models.FloatField(null=True, blank=True, help_text="Effective memory bandwidth, measured.")
+    speed_measured_at = models.DateTimeField(null=True, blank=True)
+    memory_reserve = models.BigIntegerField(default=1 << 30, help_text="RAM kept free for the laptop's own use.")
+    usable_memory = models.BigIntegerField(null=True, blank=True, help_text="Set by hand; overrides the measured.")
     status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
     status_detail = models.TextField(blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -70,6 +74,16 @@ class Node(models.Model):
     @property
     def presented_fingerprint(self) -> str:
         return ssh.fingerprint(self.presented_host_key) if self.presented_host_key else ""
+
+    def usable_bytes(self) -> int | None:
+        """RAM the planner may fill on this laptop: set by hand, else free (or cgroup-limited) minus the reserve."""
+        if self.usable_memory:
+            return self.usable_memory
+        probe = self.probes.first()
+        if probe is None:
+            return None
+        known = [x for x in (probe.facts.get("ram_available"), probe.facts.get("ram_limit")) if x]
+        return max(min(known) - self.memory_reserve, 0) if known else None
 
     def ssh_target(self) -> ssh.SSHTarget:
         key = self.private_key or PanelKey.get().private_key
@@ -121,6 +135,7 @@ class ActionKind(models.TextChoices):
     START_RPC = "start_rpc", "Start rpc-server"
     STOP_RPC = "stop_rpc", "Stop rpc-server"
     NETWORK_CHECK = "network_check", "Network check"
+    MEASURE_SPEED = "measure_speed", "Measure speed"
 
 
 class NodeAction(models.Model):

@@ -12,7 +12,7 @@ from nodes.registration import RegistrationError, register
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.tasks import enqueue
 
-USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK]
+USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK, ActionKind.MEASURE_SPEED]
 SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
 

@@ -1,0 +1,40 @@
+"""How fast a laptop computes a model: its effective memory bandwidth, measured with llama.cpp itself.
+
+A temporary rpc-server on the laptop, reached through an SSH tunnel, runs every
+layer of the bundled model while the head decodes a few tokens greedily. Each
+token reads every weight once, so bytes per token x tokens per second is the
+bandwidth the planner needs. It catches what a spec sheet misses: thermal
+limits, a busy CPU, a cgroup quota, the CPU variant the runtime picked.
+"""
+
+import socket
+
+from jobs import oneshot
+from models_app.bundled import bundled_model_path
+from models_app.gguf_meta import read_metadata
+from nodes import rpcserver, ssh
+
+PORT = 50399
+PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>assistant\n"
+
+
+def free_local_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32) -> dict:
+    meta = read_metadata(bundled_model_path())
+    per_token = sum(meta.layer_bytes) + sum(s for n, s in meta.other_tensors.items() if not n.startswith("token_embd"))
+    rpcserver.start(target, install_dir, PORT, bind="127.0.0.1")
+    forward = None
+    try:
+        forward = ssh.forward(target, PORT, free_local_port())
+        answer = oneshot.complete([f"127.0.0.1:{forward.local_port}"], PROMPT, max_tokens=tokens, timeout=300)
+    finally:
+        if forward:
+            forward.close()
+        rpcserver.stop(target, install_dir, PORT)
+    tok_s = answer["completion_tokens"] / answer["seconds"]
+    return {"tokens_per_s": round(tok_s, 1), "bandwidth_gb_s": round(per_token * tok_s / 1e9, 2)}

@@ -1,0 +1,39 @@
+"""The panel measures each laptop's speed with llama.cpp itself, and a slowed laptop measures slower."""
+
+from pathlib import Path
+
+import pytest
+from django.conf import settings
+
+from nodes import ssh
+from nodes.models import ActionKind, ActionStatus
+from nodes.simlan import SimLan
+from tests.nodes.laptops import register, run_now
+
+
+@pytest.fixture(scope="module")
+def speed_lan():
+    harness = SimLan("speed", Path(settings.DATA_DIR) / "simlan", subnet="10.238.0.0/24")
+    lan = harness.up(2)
+    harness.limit(2, lan.laptops[1].sshd_pid, None, 0.25)  # a quarter of one core
+    yield lan
+    harness.down()
+
+
+def test_it_measures_a_slowed_laptop_as_slower(speed_lan, db):
+    nodes = [register(speed_lan, laptop) for laptop in speed_lan.laptops]
+    for node in nodes:
+        assert run_now(node, ActionKind.INSTALL_RUNTIME).status == ActionStatus.SUCCEEDED
+        action = run_now(node, ActionKind.MEASURE_SPEED)
+        assert action.status == ActionStatus.SUCCEEDED, action.error
+        node.refresh_from_db()
+        assert node.speed_gb_s > 0 and node.speed_measured_at
+        ssh.forget(node.ssh_target())
+    full, slowed = nodes
+    assert slowed.speed_gb_s < full.speed_gb_s / 2
+
+
+def test_it_needs_the_runtime_first(speed_lan, db):
+    node = register(speed_lan, speed_lan.laptops[0], name="bare")
+    action = run_now(node, ActionKind.MEASURE_SPEED)
+    assert action.status == ActionStatus.FAILED and "Install the runtime first" in action.error
