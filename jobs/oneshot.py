@@ -22,9 +22,10 @@ LAYER_PLACED = re.compile(r"layer +(\d+) assigned to device (\S+?),")
 
 
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
-             n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), timeout: float = 300) -> dict:
+             n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
+             timeout: float = 300) -> dict:
     argv = [sys.executable, "-m", "jobs.oneshot", "--prompt", prompt, "--max-tokens", str(max_tokens),
-            "--n-gpu-layers", str(n_gpu_layers)]
+            "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
     argv += ["--tensor-split", ",".join(str(x) for x in tensor_split)] if tensor_split else []
     argv += [part for endpoint in endpoints for part in ("--endpoint", endpoint)]
     argv += ["--model", str(model)] if model else []
@@ -49,6 +50,7 @@ def main() -> None:
     parser.add_argument("--n-gpu-layers", type=int, default=999)
     parser.add_argument("--model")
     parser.add_argument("--tensor-split", default="")
+    parser.add_argument("--ctx", type=int, default=512)
     args = parser.parse_args()
 
     from jobs import llamacpp
@@ -59,7 +61,7 @@ def main() -> None:
     from llama_cpp import Llama
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
-    llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=512, seed=1, verbose=True,
+    llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx, seed=1, verbose=True,
                 n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
     start = time.perf_counter()
     out = llm(args.prompt, max_tokens=args.max_tokens, temperature=0.0)

@@ -47,3 +47,55 @@ class GgufModel(models.Model):
     @property
     def weights_bytes(self) -> int:
         return sum(self.layer_bytes) + sum(self.other_tensors.values())
+
+
+class DeploymentStatus(models.TextChoices):
+    PLANNED = "planned", "Planned"
+    PREPARING = "preparing", "Preparing"
+    LOADING = "loading", "Loading"
+    READY = "ready", "Ready"
+    DEGRADED = "degraded", "Degraded"
+    FAILED = "failed", "Failed"
+    STOPPED = "stopped", "Stopped"
+
+
+class Deployment(models.Model):
+    """A model split across the head and an ordered list of laptops, following one plan."""
+
+    ACTIVE = (DeploymentStatus.PREPARING, DeploymentStatus.LOADING, DeploymentStatus.READY, DeploymentStatus.DEGRADED)
+
+    model = models.ForeignKey(GgufModel, on_delete=models.PROTECT, related_name="deployments")
+    ctx = models.PositiveIntegerField()
+    mode = models.CharField(max_length=10, default="fastest")
+    plan = models.JSONField()
+    status = models.CharField(max_length=10, choices=DeploymentStatus.choices, default=DeploymentStatus.PLANNED)
+    status_detail = models.TextField(blank=True)
+    created_by = models.ForeignKey("clusterpanel.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.model} #{self.pk}"
+
+    def set_status(self, status: str, detail: str = "") -> None:
+        self.status, self.status_detail = status, detail
+        self.save(update_fields=["status", "status_detail"])
+
+
+class DeploymentStage(models.Model):
+    """One laptop's part of a deployment: its run of layers, its memory, its rpc-server."""
+
+    deployment = models.ForeignKey(Deployment, on_delete=models.CASCADE, related_name="stages")
+    position = models.PositiveSmallIntegerField()
+    node = models.ForeignKey("nodes.Node", on_delete=models.PROTECT, related_name="stages")
+    first_layer = models.PositiveIntegerField()
+    layer_count = models.PositiveIntegerField()
+    memory = models.JSONField()
+    server = models.OneToOneField("nodes.RpcServer", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="stage")
+
+    class Meta:
+        ordering = ["position"]
+        constraints = [models.UniqueConstraint(fields=["deployment", "node"], name="a_laptop_once_per_deployment")]

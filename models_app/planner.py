@@ -239,18 +239,24 @@ def plan_mode(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine
 
 
 def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> NoFit:
-    usable = head.usable_bytes + sum(m.usable_bytes for m in laptops)
-    needed = sum(shape.layer_bytes) + shape.output_bytes + shape.token_embd_bytes \
-        + kv_bytes_per_layer(shape, options) * shape.n_layer \
-        + (len(laptops) + 1) * (options.runtime_overhead + compute_bytes(shape, options, False)) \
-        + shape.vocab_size * options.n_ubatch * 4
+    """Why nothing fits, in numbers, counting only the machines that may hold layers."""
+    holders = laptops + ([head] if options.head_may_hold_layers else [])
+    usable = sum(m.usable_bytes for m in holders)
+    per_device = options.runtime_overhead + compute_bytes(shape, options, False)
+    needed = (sum(shape.layer_bytes) + shape.output_bytes + kv_bytes_per_layer(shape, options) * shape.n_layer
+              + len(holders) * per_device + shape.vocab_size * options.n_ubatch * 4)
+    if options.head_may_hold_layers:
+        needed += shape.token_embd_bytes
     largest, ctx = 0, options.ctx // 2
     while ctx >= 256 and not largest:
-        smaller = Options(**{**options.__dict__, "ctx": ctx})
-        if plan_fastest(shape, head, laptops, smaller):
+        if plan_fastest(shape, head, laptops, Options(**{**options.__dict__, "ctx": ctx})):
             largest = ctx
         ctx //= 2
-    return NoFit(needed, usable, largest)
+    reasons = [] if needed > usable else [
+        "There is enough memory in total, but not in the pieces: the output layer and its logits "
+        f"({(shape.output_bytes + shape.vocab_size * options.n_ubatch * 4) / MiB:.0f} MiB) must fit on the last "
+        "laptop together with its layers. Add a laptop with more free memory, or use a smaller quantization."]
+    return NoFit(needed, usable, largest, reasons)
 
 
 def placement(n_layer: int, n_gpu_layers: int, tensor_split: tuple[int, ...]) -> list[int]:

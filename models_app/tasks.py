@@ -34,3 +34,13 @@ def report(model: GgufModel, progress: float | None = None, **fields) -> None:
     for name, value in fields.items():
         setattr(model, name, value)
     broadcast(f"model_{model.pk}", "model.progress", {"id": model.pk, **{k: str(v) for k, v in fields.items()}})
+
+
+@shared_task(acks_late=True)
+def prepare_deployment(deployment_id: int) -> str:
+    from models_app import deploy
+    from models_app.models import Deployment
+
+    deployment = Deployment.objects.get(pk=deployment_id)
+    deploy.prepare(deployment)
+    return deployment.status

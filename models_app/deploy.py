@@ -1,0 +1,123 @@
+"""A deployment's life: planned, preparing (runtime and rpc-servers), loading, ready; and stopping.
+
+Loading here is a verification load: llama.cpp loads the model across the
+deployment's servers with the plan's `n_gpu_layers`/`tensor_split`, and the
+layers must land where the plan says. The engine (jobs) keeps its own load.
+"""
+
+import time
+
+from django.db import transaction
+
+from jobs import oneshot
+from jobs.llamacpp import LlamaCppError
+from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
+from models_app.planning import as_record, make_plan
+from nodes import install, probe
+from nodes.models import Node, RpcServer, ServerStatus
+from nodes.runtime import RuntimeNotFound, find_bundle
+
+FIRST_PORT = 50052
+SERVERS_UP_WITHIN_S = 120
+
+
+class DeployError(Exception):
+    pass
+
+
+def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest", user=None,
+           manual: list[int] | None = None, head_layers: bool = False) -> Deployment:
+    """Plan and record a deployment (raises PlanningError with numbers when nothing fits)."""
+    plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers)
+    by_name = {node.name: node for node in nodes}
+    with transaction.atomic():
+        deployment = Deployment.objects.create(model=model, ctx=ctx, mode=mode, plan=as_record(plan),
+                                               created_by=user)
+        for position, stage in enumerate(plan.stages[1:]):
+            DeploymentStage.objects.create(deployment=deployment, position=position,
+                                           node=by_name[stage.machine.name], first_layer=stage.first,
+                                           layer_count=stage.count, memory=stage.memory.__dict__)
+    return deployment
+
+
+def free_port(node: Node) -> int:
+    taken = set(RpcServer.objects.filter(node=node, wanted=True).values_list("port", flat=True))
+    return next(port for port in range(FIRST_PORT, 65536) if port not in taken)
+
+
+def prepare(deployment: Deployment) -> None:
+    """Runtime on each laptop, one rpc-server each, then a verification load; FAILED with the reason otherwise."""
+    try:
+        deployment.set_status(DeploymentStatus.PREPARING, "Installing the runtime and starting rpc-servers.")
+        stages = list(deployment.stages.select_related("node"))
+        for stage in stages:
+            ensure_runtime(stage.node)
+            start_server(stage)
+        wait_for_servers(stages)
+        deployment.set_status(DeploymentStatus.LOADING, "Loading the model across the laptops.")
+        verify_load(deployment, stages)
+        deployment.set_status(DeploymentStatus.READY, "Every layer is where the plan put it.")
+    except DeployError as exc:
+        stop(deployment, DeploymentStatus.FAILED, str(exc))
+
+
+def ensure_runtime(node: Node) -> None:
+    try:
+        bundle = find_bundle()
+        facts = probe.probe(node.ssh_target(), node.install_dir)
+        install.install_runtime(node.ssh_target(), node.install_dir, bundle, facts, lambda *a, **k: None)
+    except (RuntimeNotFound, install.InstallRefused) as exc:
+        raise DeployError(f"{node}: {exc}") from None
+    except Exception as exc:  # SSH and transfer errors all stop the deployment the same way
+        raise DeployError(f"{node}: could not install the runtime: {exc}") from None
+    node.runtime = bundle.sha256[:12]
+    node.save(update_fields=["runtime"])
+
+
+def start_server(stage: DeploymentStage) -> None:
+    port = free_port(stage.node)
+    server, _ = RpcServer.objects.update_or_create(
+        node=stage.node, port=port,
+        defaults={"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None})
+    stage.server = server
+    stage.save(update_fields=["server"])
+
+
+def wait_for_servers(stages: list[DeploymentStage]) -> None:
+    deadline = time.monotonic() + SERVERS_UP_WITHIN_S
+    while time.monotonic() < deadline:
+        servers = [RpcServer.objects.get(pk=stage.server_id) for stage in stages]
+        if all(s.status == ServerStatus.RUNNING and s.endpoint for s in servers):
+            return
+        time.sleep(0.5)
+    waiting = [f"{s.node}:{s.port} ({s.get_status_display().lower()}: {s.last_death or 'no answer'})"
+               for s in servers if s.status != ServerStatus.RUNNING]
+    raise DeployError(f"rpc-servers did not come up within {SERVERS_UP_WITHIN_S} s: {', '.join(waiting)}. "
+                      "Is the supervisor running? (`make run` starts it.)")
+
+
+def endpoints(deployment: Deployment) -> list[str]:
+    return [stage.server.endpoint for stage in deployment.stages.select_related("server", "server__node")]
+
+
+def verify_load(deployment: Deployment, stages: list[DeploymentStage]) -> None:
+    plan = deployment.plan
+    expected = ["CPU"] * plan["stages"][0]["count"] + [
+        f"RPC{i}" for i, stage in enumerate(plan["stages"][1:]) for _ in range(stage["count"])]
+    try:
+        answer = oneshot.complete(endpoints(deployment), "Hello", max_tokens=1, model=deployment.model.path,
+                                  n_gpu_layers=plan["n_gpu_layers"], tensor_split=tuple(plan["tensor_split"]),
+                                  ctx=deployment.ctx, timeout=1800)
+    except LlamaCppError as exc:
+        raise DeployError(f"llama.cpp could not load the model across the laptops: {exc}") from None
+    placed = [answer["placement"].get(i) for i in range(len(expected))]
+    if placed != expected:
+        raise DeployError(f"llama.cpp placed the layers as {placed}, not as planned {expected}.")
+
+
+def stop(deployment: Deployment, status: str = DeploymentStatus.STOPPED, detail: str = "") -> None:
+    """Free every server (the supervisor stops it and closes its tunnel) and record why."""
+    RpcServer.objects.filter(stage__deployment=deployment).update(wanted=False)
+    deployment.set_status(status, detail or "Stopped; every rpc-server of it is being shut down.")
+
+

@@ -1,0 +1,52 @@
+"""Plan a model across laptops, prepare and verify the deployment, and print the plan."""
+
+from django.core.management.base import BaseCommand, CommandError
+
+from models_app import deploy
+from models_app.models import DeploymentStatus, GgufModel
+from models_app.planning import PlanningError
+from nodes.models import Node
+
+MiB = 2**20
+
+
+class Command(BaseCommand):
+    help = "Deploy MODEL across laptops; waits until it is ready or has failed. Needs the supervisor (make run)."
+
+    def add_arguments(self, parser):
+        parser.add_argument("model", help="the model's name in the library")
+        parser.add_argument("--nodes", required=True, help="laptops in pipeline order, comma-separated")
+        parser.add_argument("--ctx", type=int, default=2048)
+        parser.add_argument("--mode", default="fastest", choices=["fastest", "memory", "even"])
+        parser.add_argument("--head-layers", action="store_true", help="let the panel's machine hold layers too")
+
+    def handle(self, model, nodes, ctx, mode, head_layers, **options):
+        found = GgufModel.objects.filter(name=model).first()
+        if found is None:
+            raise CommandError(f"No model named {model!r}; see `manage.py addmodel` or the Models page.")
+        names = [name.strip() for name in nodes.split(",") if name.strip()]
+        chosen = {node.name: node for node in Node.objects.filter(name__in=names)}
+        missing = [name for name in names if name not in chosen]
+        if missing:
+            raise CommandError(f"No laptop named {', '.join(missing)}.")
+        try:
+            deployment = deploy.create(found, [chosen[n] for n in names], ctx, mode, head_layers=head_layers)
+        except PlanningError as exc:
+            raise CommandError(f"Nothing was started: {exc}") from None
+        self.show(deployment.plan)
+        deploy.prepare(deployment)
+        deployment.refresh_from_db()
+        if deployment.status != DeploymentStatus.READY:
+            raise CommandError(f"Deployment #{deployment.pk} {deployment.status}: {deployment.status_detail}")
+        self.stdout.write(self.style.SUCCESS(f"Deployment #{deployment.pk} is ready: {deployment.status_detail}"))
+
+    def show(self, plan: dict) -> None:
+        self.stdout.write(f"Plan ({plan['mode']}): about {plan['tokens_per_second']} tokens/s, "
+                          f"bottleneck {plan['bottleneck']}; n_gpu_layers={plan['n_gpu_layers']} "
+                          f"tensor_split={plan['tensor_split']}")
+        for stage in plan["stages"]:
+            if stage["count"] or stage["machine"] == "head":
+                memory, last = sum(stage["memory"].values()) / MiB, stage["first"] + stage["count"] - 1
+                layers = f"layers {stage['first']}-{last}" if stage["count"] else "embedding only"
+                self.stdout.write(f"  {stage['machine']:<12} {layers:<16} {memory:8.0f} MiB "
+                                  f"of {stage['usable'] / MiB:.0f} MiB usable")

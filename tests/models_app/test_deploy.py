@@ -1,0 +1,74 @@
+"""Deploying the bundled model over three simulated laptops, and refusing what cannot fit."""
+
+import io
+import subprocess
+import sys
+import time
+
+import pytest
+from django.core.management import CommandError, call_command
+
+from models_app import deploy
+from models_app.library import ensure_bundled
+from models_app.models import Deployment, DeploymentStatus
+from nodes import rpc
+from nodes.models import ActionKind, RpcServer, ServerStatus
+from tests.conftest import ROOT, child_env, stop
+from tests.nodes.laptops import register, run_now
+
+
+@pytest.fixture
+def supervisor(transactional_db):
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
+                               env=child_env())
+    yield process
+    stop(process)
+
+
+@pytest.fixture
+def laptops(lan, transactional_db):
+    the_lan = lan(3)
+    nodes = [register(the_lan, laptop) for laptop in the_lan.laptops]
+    for node in nodes:
+        assert run_now(node, ActionKind.PROBE).status == "succeeded"
+    return nodes
+
+
+def test_it_deploys_the_bundled_model_over_three_laptops_and_stops_it(laptops, supervisor):
+    model = ensure_bundled()
+    for node in laptops:
+        node.usable_memory = 230 * 2**20  # too small for the whole model (about 250 MiB with buffers)
+        node.save()
+    out = io.StringIO()
+    call_command("deploy", model.name, "--nodes", ",".join(n.name for n in laptops), "--ctx", "512",
+                 "--mode", "even", stdout=out)
+    deployment = Deployment.objects.get()
+    assert deployment.status == DeploymentStatus.READY, deployment.status_detail
+    assert "is ready" in out.getvalue() and "tensor_split" in out.getvalue()
+    servers = [stage.server for stage in deployment.stages.select_related("server")]
+    assert len(servers) == 3 and all(s.status == ServerStatus.RUNNING for s in servers)
+    assert all(rpc.hello("127.0.0.1", s.local_port).devices == 1 for s in servers)
+    deploy.stop(deployment)
+    deadline = time.monotonic() + 30
+    while RpcServer.objects.filter(status=ServerStatus.RUNNING).exists() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists()
+
+
+def test_it_refuses_an_impossible_request_with_numbers_and_starts_nothing(laptops):
+    model = ensure_bundled()
+    for node in laptops:
+        node.usable_memory = 20 * 2**20
+        node.save()
+    with pytest.raises(CommandError) as error:
+        call_command("deploy", model.name, "--nodes", ",".join(n.name for n in laptops), "--ctx", "512")
+    assert "Nothing was started" in str(error.value) and "GiB short" in str(error.value)
+    assert not Deployment.objects.exists() and not RpcServer.objects.exists()
+
+
+def test_it_names_unknown_laptops_and_models(laptops):
+    ensure_bundled()
+    with pytest.raises(CommandError, match="No laptop named ghost"):
+        call_command("deploy", "smollm2-135m-instruct-q4_1", "--nodes", "ghost")
+    with pytest.raises(CommandError, match="No model named"):
+        call_command("deploy", "no-such-model", "--nodes", laptops[0].name)
