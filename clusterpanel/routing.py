@@ -3,10 +3,12 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
+from models_app.consumers import DeploymentConsumer
 from nodes.consumers import DashboardConsumer, NodeConsumer
 
 websocket_urlpatterns = [
     path("ws/status/", StatusConsumer.as_asgi()),
     path("ws/nodes/<int:node_id>/", NodeConsumer.as_asgi()),
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
+    path("ws/deployments/<int:pk>/", DeploymentConsumer.as_asgi()),
 ]

@@ -80,8 +80,12 @@ class Deployment(models.Model):
         return f"{self.model} #{self.pk}"
 
     def set_status(self, status: str, detail: str = "") -> None:
+        from clusterpanel.broadcast import broadcast
+
         self.status, self.status_detail = status, detail
         self.save(update_fields=["status", "status_detail"])
+        broadcast(f"deployment_{self.pk}", "deployment.status",
+                  {"status": status, "label": self.get_status_display(), "detail": detail})
 
 
 class DeploymentStage(models.Model):

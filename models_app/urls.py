@@ -1,9 +1,14 @@
 from django.urls import path
 
-from models_app import views
+from models_app import plan_views, views
 
 app_name = "models"
 urlpatterns = [
     path("", views.model_list, name="list"),
+    path("plan/", plan_views.plan_page, name="plan"),
+    path("deployments/", plan_views.deployment_list, name="deployments"),
+    path("deployments/new/", plan_views.create_deployment, name="deploy"),
+    path("deployments/<int:pk>/", plan_views.deployment_page, name="deployment"),
+    path("deployments/<int:pk>/stop/", plan_views.stop_deployment, name="stop"),
     path("<slug:name>/", views.model_detail, name="detail"),
 ]

@@ -1,0 +1,88 @@
+"""The plan page: compare the modes for a model on chosen laptops, then deploy."""
+
+from django import forms
+from django.contrib import messages
+from django.db import transaction
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from clusterpanel.auth import lab_admin_required
+from models_app import deploy
+from models_app.models import Deployment, GgufModel
+from models_app.planning import PlanningError, as_record, make_plan
+from nodes.models import Node, NodeStatus
+
+MODES = ("fastest", "memory", "even")
+
+
+class PlanForm(forms.Form):
+    model = forms.ModelChoiceField(GgufModel.objects.all(), empty_label=None)
+    nodes = forms.ModelMultipleChoiceField(Node.objects.all(), widget=forms.CheckboxSelectMultiple, required=False,
+                                           help_text="In pipeline order. None chosen: every ready laptop.")
+    ctx = forms.IntegerField(min_value=64, max_value=1_048_576, initial=2048, label="Context (tokens)")
+    head_layers = forms.BooleanField(required=False, label="The panel's machine may hold layers too")
+    mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="fastest")
+
+    def chosen_nodes(self) -> list[Node]:
+        return list(self.cleaned_data["nodes"]) or list(Node.objects.filter(status=NodeStatus.READY))
+
+
+@lab_admin_required
+def plan_page(request: HttpRequest) -> HttpResponse:
+    form = PlanForm(request.GET or None)
+    context = {"form": form}
+    if form.is_valid():
+        data, nodes = form.cleaned_data, form.chosen_nodes()
+        results = {}
+        for mode in MODES:
+            try:
+                results[mode] = as_record(make_plan(data["model"], nodes, data["ctx"], mode,
+                                                    head_layers=data["head_layers"]))
+            except PlanningError as exc:
+                results[mode] = {"error": str(exc)}
+        context.update(results=results, chosen=results[data["mode"]], nodes=nodes, chart=results[data["mode"]])
+    return render(request, "models_app/plan.html", context)
+
+
+@lab_admin_required
+@require_POST
+def create_deployment(request: HttpRequest) -> HttpResponse:
+    form = PlanForm(request.POST)
+    if not form.is_valid():
+        messages.error(request, "The plan's settings were not valid; plan again.")
+        return redirect("models:plan")
+    data = form.cleaned_data
+    try:
+        deployment = deploy.create(data["model"], form.chosen_nodes(), data["ctx"], data["mode"],
+                                   user=request.user, head_layers=data["head_layers"])
+    except PlanningError as exc:
+        messages.error(request, f"Nothing was started: {exc}")
+        return redirect("models:plan")
+    from models_app.tasks import prepare_deployment
+
+    transaction.on_commit(lambda: prepare_deployment.delay(deployment.pk))
+    return redirect("models:deployment", pk=deployment.pk)
+
+
+@lab_admin_required
+def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
+    deployment = get_object_or_404(Deployment.objects.select_related("model"), pk=pk)
+    stages = deployment.stages.select_related("node", "server")
+    return render(request, "models_app/deployment.html", {"deployment": deployment, "stages": stages,
+                                                           "chart": deployment.plan})
+
+
+@lab_admin_required
+@require_POST
+def stop_deployment(request: HttpRequest, pk: int) -> HttpResponse:
+    deployment = get_object_or_404(Deployment, pk=pk)
+    deploy.stop(deployment)
+    messages.success(request, "Stopping: every rpc-server of this deployment is being shut down.")
+    return redirect("models:deployment", pk=pk)
+
+
+@lab_admin_required
+def deployment_list(request: HttpRequest) -> HttpResponse:
+    return render(request, "models_app/deployments.html",
+                  {"deployments": Deployment.objects.select_related("model")[:50]})

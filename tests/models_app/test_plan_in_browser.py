@@ -1,0 +1,50 @@
+"""An admin plans the bundled model over unequal laptops, compares the modes, deploys, and watches it get ready."""
+
+import subprocess
+import sys
+
+import pytest
+
+from models_app.library import ensure_bundled
+from models_app.models import Deployment, DeploymentStatus
+from nodes.models import ActionKind
+from tests.browser import browser_page, log_in
+from tests.conftest import PASSWORD, ROOT, child_env, stop
+from tests.nodes.laptops import register, run_now
+
+MiB = 2**20
+
+
+@pytest.fixture
+def supervisor(transactional_db):
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
+                               env=child_env())
+    yield process
+    stop(process)
+
+
+def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
+        alice, lan, web_server, celery_worker, supervisor):
+    the_lan = lan(3)
+    ensure_bundled()
+    for laptop, usable in zip(the_lan.laptops, (200, 150, 90), strict=True):
+        node = register(the_lan, laptop)
+        assert run_now(node, ActionKind.PROBE).status == "succeeded"
+        node.usable_memory = usable * MiB
+        node.save()
+    with browser_page() as page:
+        log_in(page, web_server, "alice", PASSWORD)
+        page.goto(f"{web_server}/models/plan/")
+        for laptop in the_lan.laptops:
+            page.check(f"text={laptop.name}")
+        page.fill("#id_ctx", "512")
+        page.click("button:has-text('Plan')")
+        rows = {row.locator("td").first.inner_text(): row.inner_text() for row in page.locator("tbody tr").all()}
+        assert "GiB" in rows["even"], "an even split does not fit, and says why in numbers"
+        assert "tokens" not in rows["fastest"] and rows["fastest"].split("\t")[1].replace(".", "").isdigit()
+        assert page.locator("#plan-memory .main-svg").count() >= 1, "the memory chart is drawn"
+        page.click("button:has-text('Deploy')")
+        page.wait_for_selector("#deployment-status:has-text('Ready')", timeout=120_000)
+    deployment = Deployment.objects.get()
+    assert deployment.status == DeploymentStatus.READY
+    assert deployment.stages.count() >= 2, "no single laptop could hold it"
