@@ -10,14 +10,14 @@ import subprocess
 import sys
 from pathlib import Path
 
-import llama_cpp
-
 
 class LlamaCppError(RuntimeError):
     pass
 
 
 def lib_dir() -> Path:
+    import llama_cpp  # here, not at the top: web processes import this module without needing libllama
+
     return Path(llama_cpp.__file__).parent / "lib"
 
 
@@ -29,6 +29,8 @@ def _loaded_library(soname_prefix: str) -> ctypes.CDLL:
     with its own backend registry, and RPC servers registered there are
     silently ignored by llama.cpp.
     """
+    import llama_cpp
+
     llama_cpp.llama_backend_init()  # loads libllama and, through it, its libggml
     for line in Path("/proc/self/maps").read_text().splitlines():
         path = line.split()[-1]
@@ -46,6 +48,8 @@ def load_ggml() -> ctypes.CDLL:
 
 def has_rpc_backend() -> bool:
     """True when llama-cpp-python was built with GGML_RPC (a plain PyPI build is not)."""
+    import llama_cpp
+
     llama_cpp.llama_backend_init()
     return bool(load_ggml().ggml_backend_reg_by_name(b"RPC"))
 
@@ -79,6 +83,8 @@ def register_rpc_servers(endpoints: list[str]) -> None:
     The backend must be initialised first; registered the other way round, the
     model silently loads on the head's CPU. Unreachable servers abort the process.
     """
+    import llama_cpp
+
     llama_cpp.llama_backend_init()
     ggml = load_ggml()
     ggml.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p

@@ -14,8 +14,9 @@ class LibraryError(Exception):
     pass
 
 
-def register_path(path: str | Path, name: str = "", bundled: bool = False) -> GgufModel:
-    """Register the GGUF file at `path` (on the panel's machine) and checksum it in the background."""
+def register_path(path: str | Path, name: str = "", bundled: bool = False, checksum_now: bool = False) -> GgufModel:
+    """Register the GGUF file at `path` (on the panel's machine) and checksum it, in the background
+    unless `checksum_now` (for small files, or before the workers and their broker are up)."""
     resolved = Path(path).expanduser().resolve()
     try:
         meta = read_metadata(resolved)
@@ -32,9 +33,15 @@ def register_path(path: str | Path, name: str = "", bundled: bool = False) -> Gg
         with transaction.atomic():
             model = GgufModel.from_metadata(name, str(resolved), meta, bundled=bundled)
             model.save()
-            transaction.on_commit(lambda: _checksum_soon(model.pk))
+            if not checksum_now:
+                transaction.on_commit(lambda: _checksum_soon(model.pk))
     except IntegrityError:
         raise LibraryError(f"{resolved} or the name {name!r} was just registered by someone else.") from None
+    if checksum_now:
+        from models_app.tasks import checksum
+
+        checksum(model.pk)
+        model.refresh_from_db()
     return model
 
 
@@ -45,7 +52,7 @@ def ensure_bundled() -> GgufModel | None:
     except BundledModelMissing:
         return None
     existing = GgufModel.objects.filter(bundled=True).first()
-    return existing or register_path(path, name="smollm2-135m-instruct-q4_1", bundled=True)
+    return existing or register_path(path, name="smollm2-135m-instruct-q4_1", bundled=True, checksum_now=True)
 
 
 def _checksum_soon(model_id: int) -> None:
