@@ -43,17 +43,28 @@ def _reap() -> None:
         pass
 
 
-def end_children(grace: float = 10.0) -> int:
-    """Terminate, then kill, every child still running; returns how many there were."""
-    _reap()
-    pids = children()
-    for pid in pids:
-        _signal_group(pid, signal.SIGTERM)
-    deadline = time.monotonic() + grace
-    while children() and time.monotonic() < deadline:
+def end_children(grace: float = 10.0, rounds: int = 5) -> int:
+    """Terminate, then kill, every child still running, and the orphans each death hands to us.
+
+    Returns how many there were. Children that lead their own process group
+    (honcho starts each program so) are signalled as a group.
+    """
+    ended = 0
+    for _ in range(rounds):
         _reap()
-        time.sleep(0.1)
-    for pid in children():
-        _signal_group(pid, signal.SIGKILL)
+        pids = children()
+        if not pids:
+            break
+        ended += len(pids)
+        for pid in pids:
+            _signal_group(pid, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while any(pid in children() for pid in pids) and time.monotonic() < deadline:
+            _reap()
+            time.sleep(0.1)
+        for pid in pids:
+            if pid in children():
+                _signal_group(pid, signal.SIGKILL)
+        time.sleep(0.2)  # let the orphans of those deaths reach us
     _reap()
-    return len(pids)
+    return ended

@@ -5,6 +5,7 @@ import shlex
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import redis
@@ -16,6 +17,8 @@ from clusterpanel import processes
 from clusterpanel.accounts import ensure_first_admin
 from clusterpanel.redis_server import choose_port, port_is_free, redis_command
 from models_app.library import ensure_bundled
+
+STOP_GRACE_S = 10
 
 
 class Command(BaseCommand):
@@ -92,12 +95,26 @@ class Command(BaseCommand):
                    "-e", os.devnull, "start"]
         # Whatever honcho leaves behind (Ctrl-C while it is still starting) becomes ours to end.
         processes.become_subreaper()
-        process = subprocess.Popen(command, env=env)
-        # Ctrl-C reaches honcho too; it stops its children, then we clean up.
-        previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, lambda *_: process.terminate())
+        # In a session of its own, so Ctrl-C reaches only honcho's main process (through us), never
+        # its helper processes half-way through their start; a honcho that still hangs is killed
+        # after a grace period and we end what is left.
+        process = subprocess.Popen(command, env=env, start_new_session=True)
+        stopping: list[float] = []
+
+        def on_signal(signum, frame):
+            stopping.append(time.monotonic())
+            process.send_signal(signum)
+
+        previous = signal.signal(signal.SIGINT, on_signal)
+        signal.signal(signal.SIGTERM, on_signal)
         try:
-            return process.wait()
+            while True:
+                try:
+                    code = process.wait(timeout=0.5)
+                    return 0 if stopping else code  # asked to stop: however honcho ended, that is fine
+                except subprocess.TimeoutExpired:
+                    if stopping and time.monotonic() - stopping[0] > STOP_GRACE_S:
+                        process.kill()
         finally:
             leftovers = processes.end_children()
             if leftovers:
