@@ -91,7 +91,10 @@ def web_server(transactional_db, collected_static) -> Iterator[str]:
 
 @pytest.fixture
 def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
-    """A real Celery worker on the test Redis and the test database."""
+    """A real Celery worker on the test Redis and the test database, with no work left by earlier tests."""
+    from clusterpanel.celery import app
+
+    app.control.purge()
     process = subprocess.Popen(
         [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
          "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
@@ -101,6 +104,15 @@ def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
         yield process
     finally:
         stop(process)
+
+
+@pytest.fixture
+def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
+    """The panel's rpc-server supervisor, checking twice a second."""
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
+                               env=child_env())
+    yield process
+    stop(process)
 
 
 @pytest.fixture(scope="session")

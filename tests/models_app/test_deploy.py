@@ -1,8 +1,6 @@
 """Deploying the bundled model over three simulated laptops, and refusing what cannot fit."""
 
 import io
-import subprocess
-import sys
 import time
 
 import pytest
@@ -13,16 +11,7 @@ from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes import rpc
 from nodes.models import ActionKind, RpcServer, ServerStatus
-from tests.conftest import ROOT, child_env, stop
 from tests.nodes.laptops import register, run_now
-
-
-@pytest.fixture
-def supervisor(transactional_db):
-    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
-                               env=child_env())
-    yield process
-    stop(process)
 
 
 @pytest.fixture

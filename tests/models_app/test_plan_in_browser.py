@@ -1,26 +1,16 @@
 """An admin plans the bundled model over unequal laptops, compares the modes, deploys, and watches it get ready."""
 
-import subprocess
-import sys
+import time
 
-import pytest
-
+from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes.models import ActionKind
+from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.browser import browser_page, log_in
-from tests.conftest import PASSWORD, ROOT, child_env, stop
+from tests.conftest import PASSWORD
 from tests.nodes.laptops import register, run_now
 
 MiB = 2**20
-
-
-@pytest.fixture
-def supervisor(transactional_db):
-    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
-                               env=child_env())
-    yield process
-    stop(process)
 
 
 def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
@@ -48,3 +38,8 @@ def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
     deployment = Deployment.objects.get()
     assert deployment.status == DeploymentStatus.READY
     assert deployment.stages.count() >= 2, "no single laptop could hold it"
+    deploy.stop(deployment)
+    deadline = time.monotonic() + 30
+    while RpcServer.objects.exclude(status=ServerStatus.STOPPED).exists() and time.monotonic() < deadline:
+        time.sleep(0.3)
+    assert not RpcServer.objects.exclude(status=ServerStatus.STOPPED).exists()

@@ -4,11 +4,13 @@ from nodes import ssh
 from nodes.models import Node
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
+from tests.nodes.laptops import target
 
 
 def test_it_adds_a_laptop_after_showing_its_fingerprint_then_reports_live(alice, lan, web_server, celery_worker):
     the_lan = lan(3)
     laptop = the_lan.laptops[0]
+    ssh.sh(target(the_lan, laptop), "rm -rf .clusterpanel")  # a laptop that never had the runtime
     with browser_page() as page:
         log_in(page, web_server, "alice", PASSWORD)
         page.goto(f"{web_server}/nodes/add/")

@@ -1,7 +1,5 @@
 """rpc-servers on laptops, reached through SSH tunnels, kept alive by the supervisor."""
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -11,18 +9,9 @@ from clusterpanel.models import Role, User
 from jobs import llamacpp
 from nodes import rpc, rpcserver, ssh
 from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
-from tests.conftest import ROOT, child_env, stop
 from tests.nodes.laptops import register, run_now
 
 RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s
-
-
-@pytest.fixture
-def supervisor(transactional_db):
-    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
-                               env=child_env())
-    yield process
-    stop(process)
 
 
 @pytest.fixture
