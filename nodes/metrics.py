@@ -33,7 +33,11 @@ def append(node_id: int, sample: dict) -> None:
 
 
 def recent(node_id: int, seconds: int = 600) -> list[dict]:
-    raw = store().lrange(key(node_id), -max(1, min(seconds, WINDOW_S)), -1)
+    """The last `seconds` of samples; none when Redis cannot be reached (pages still render)."""
+    try:
+        raw = store().lrange(key(node_id), -max(1, min(seconds, WINDOW_S)), -1)
+    except redis.RedisError:
+        return []
     return [json.loads(item) for item in raw]
 
 
