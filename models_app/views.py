@@ -32,4 +32,5 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
                          name=model.title, file_size=model.size)
     chart = {"layers": model.layer_bytes, "other": bytes_by_kind(meta)}
     return render(request, "models_app/detail.html", {"model": model, "chart": chart,
+                                                       "deployments": model.deployments.all()[:20],
                                                        "other": bytes_by_kind(meta)})

@@ -64,6 +64,7 @@ def test_it_shows_the_error_on_the_form_and_the_model_page(tmp_path, client, ali
     checksum(checksum_done.pk)
     page = client.get("/models/m/")
     assert page.status_code == 200 and b"qwen2" in page.content and b"layer-data" in page.content
+    assert b"Deployments of this model" in page.content and b"None yet" in page.content
 
 
 def test_it_registers_by_command(tmp_path, db):
