@@ -238,8 +238,9 @@ def plan_mode(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine
     return build(mode, shape, head, laptops, counts, options)
 
 
-def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> NoFit:
-    """Why nothing fits, in numbers, counting only the machines that may hold layers."""
+def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
+                   mode: str = "fastest") -> NoFit:
+    """Why nothing fits in this mode, in numbers, counting only the machines that may hold layers."""
     holders = laptops + ([head] if options.head_may_hold_layers else [])
     usable = sum(m.usable_bytes for m in holders)
     per_device = options.runtime_overhead + compute_bytes(shape, options, False)
@@ -249,7 +250,7 @@ def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], opt
         needed += shape.token_embd_bytes
     largest, ctx = 0, options.ctx // 2
     while ctx >= 256 and not largest:
-        if plan_fastest(shape, head, laptops, Options(**{**options.__dict__, "ctx": ctx})):
+        if plan_mode(mode, shape, head, laptops, Options(**{**options.__dict__, "ctx": ctx})):
             largest = ctx
         ctx //= 2
     reasons = [] if needed > usable else [

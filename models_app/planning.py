@@ -60,7 +60,7 @@ def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastes
     laptops = [machine_for(node) for node in nodes]
     found = planner.plan_mode(mode, planner.shape_of(model), head, laptops, options, manual)
     if found is None:
-        raise PlanningError(planner.explain_no_fit(planner.shape_of(model), head, laptops, options).explain())
+        raise PlanningError(planner.explain_no_fit(planner.shape_of(model), head, laptops, options, mode).explain())
     return found
 
 

@@ -6,7 +6,9 @@ const names = used.map((s) => s.machine);
 const kinds = [["weights", "weights"], ["kv_cache", "KV cache"], ["compute", "compute buffer"], ["overhead", "runtime"]];
 Plotly.newPlot("plan-memory", [
   ...kinds.map(([key, label]) => ({ type: "bar", name: label, x: names, y: used.map((s) => s.memory[key] / MiB) })),
-  { type: "scatter", mode: "markers", name: "usable", x: names, y: used.map((s) => s.usable / MiB),
+  // The head's marker only when it holds layers: its whole free RAM would flatten every other bar.
+  { type: "scatter", mode: "markers", name: "usable", x: names,
+    y: used.map((s) => (s.machine === "head" && s.count === 0 ? null : s.usable / MiB)),
     marker: { symbol: "line-ew-open", size: 40, line: { width: 3 } } },
 ], { barmode: "stack", title: { text: "Predicted memory per machine", font: { size: 14 } }, height: 320,
   yaxis: { title: "MiB" }, margin: { t: 36, r: 16, b: 40, l: 56 } }, { displaylogo: false, responsive: true });
