@@ -11,16 +11,12 @@ from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes import rpc
 from nodes.models import ActionKind, RpcServer, ServerStatus
-from tests.nodes.laptops import register, run_now
+from tests.nodes.laptops import register_all
 
 
 @pytest.fixture
 def laptops(lan, transactional_db):
-    the_lan = lan(3)
-    nodes = [register(the_lan, laptop) for laptop in the_lan.laptops]
-    for node in nodes:
-        assert run_now(node, ActionKind.PROBE).status == "succeeded"
-    return nodes
+    return register_all(lan(3), then=ActionKind.PROBE)
 
 
 def test_it_deploys_the_bundled_model_over_three_laptops_and_stops_it(laptops, supervisor):

@@ -28,3 +28,12 @@ def run_now(node, kind: str):
     run_action(action.pk)
     action.refresh_from_db()
     return action
+
+
+def register_all(lan: Lan, then: str) -> list:
+    """A Node for every laptop of the LAN, each having run action `then` successfully."""
+    made = [register(lan, laptop) for laptop in lan.laptops]
+    for node in made:
+        action = run_now(node, then)
+        assert action.status == "succeeded", action.error
+    return made

@@ -9,17 +9,14 @@ from clusterpanel.models import Role, User
 from jobs import llamacpp
 from nodes import rpc, rpcserver, ssh
 from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
-from tests.nodes.laptops import register, run_now
+from tests.nodes.laptops import register_all
 
 RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s
 
 
 @pytest.fixture
 def nodes(lan, transactional_db):
-    the_lan = lan(3)
-    made = [register(the_lan, laptop) for laptop in the_lan.laptops]
-    for node in made:
-        assert run_now(node, ActionKind.INSTALL_RUNTIME).status == "succeeded"
+    made = register_all(lan(3), then=ActionKind.INSTALL_RUNTIME)
     yield made
     for node in made:
         ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
