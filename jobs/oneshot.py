@@ -13,7 +13,9 @@ import json
 import re
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from jobs.llamacpp import LlamaCppError
@@ -23,23 +25,48 @@ LAYER_PLACED = re.compile(r"layer +(\d+) assigned to device (\S+?),")
 
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
              n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
-             timeout: float = 300) -> dict:
+             timeout: float = 300, while_loaded: Callable[[int], dict] | None = None) -> dict:
+    """Run the completion; `while_loaded(pid)` is called after it while the model is still loaded
+    (to measure memory), and what it returns is kept under "measured"."""
     argv = [sys.executable, "-m", "jobs.oneshot", "--prompt", prompt, "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
     argv += ["--tensor-split", ",".join(str(x) for x in tensor_split)] if tensor_split else []
     argv += [part for endpoint in endpoints for part in ("--endpoint", endpoint)]
     argv += ["--model", str(model)] if model else []
+    argv += ["--hold"] if while_loaded else []
+    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, cwd=Path(__file__).resolve().parent.parent)
+    errors: list[str] = []
+    drain = threading.Thread(target=lambda: errors.extend(process.stderr), daemon=True)
+    drain.start()
+    timer = threading.Timer(timeout, process.kill)
+    timer.start()
     try:
-        result = subprocess.run(argv, capture_output=True, text=True, timeout=timeout,
-                                cwd=Path(__file__).resolve().parent.parent)
-    except subprocess.TimeoutExpired:
-        raise LlamaCppError(f"the completion did not finish within {timeout:.0f} s") from None
-    if result.returncode != 0:
-        tail = result.stderr.strip().splitlines()[-3:]
-        raise LlamaCppError(f"the completion process failed (exit {result.returncode}): {' / '.join(tail)}")
-    answer = json.loads(result.stdout.strip().splitlines()[-1])
-    answer["placement"] = {int(layer): device for layer, device in LAYER_PLACED.findall(result.stderr)}
+        line = process.stdout.readline()
+        measured = while_loaded(process.pid) if (while_loaded and line) else None
+        process.stdin.close()
+        process.wait()
+    finally:
+        timer.cancel()
+    drain.join(5)
+    log = "".join(errors)
+    if process.returncode != 0 or not line:
+        if process.returncode == -9:
+            raise LlamaCppError(f"the completion did not finish within {timeout:.0f} s")
+        tail = log.strip().splitlines()[-3:]
+        raise LlamaCppError(f"the completion process failed (exit {process.returncode}): {' / '.join(tail)}")
+    answer = json.loads(line)
+    answer["placement"] = {int(layer): device for layer, device in LAYER_PLACED.findall(log)}
+    if measured is not None:
+        answer["measured"] = measured
     return answer
+
+
+def rss_bytes(pid: int | str = "self") -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
 
 
 def main() -> None:
@@ -51,6 +78,7 @@ def main() -> None:
     parser.add_argument("--model")
     parser.add_argument("--tensor-split", default="")
     parser.add_argument("--ctx", type=int, default=512)
+    parser.add_argument("--hold", action="store_true", help="stay loaded until stdin closes")
     args = parser.parse_args()
 
     from jobs import llamacpp
@@ -61,13 +89,17 @@ def main() -> None:
     from llama_cpp import Llama
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
+    before = rss_bytes()
     llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx, seed=1, verbose=True,
                 n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
     start = time.perf_counter()
     out = llm(args.prompt, max_tokens=args.max_tokens, temperature=0.0)
     seconds = time.perf_counter() - start
     print(json.dumps({"text": out["choices"][0]["text"], "completion_tokens": out["usage"]["completion_tokens"],
-                      "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds}))
+                      "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds,
+                      "rss_before_load": before}), flush=True)
+    if args.hold:
+        sys.stdin.read()  # the parent measures memory now, then closes our stdin
 
 
 if __name__ == "__main__":

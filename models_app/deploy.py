@@ -13,7 +13,7 @@ from jobs import oneshot
 from jobs.llamacpp import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from models_app.planning import as_record, make_plan
-from nodes import install, probe
+from nodes import install, probe, ssh
 from nodes.models import Node, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
 
@@ -107,12 +107,30 @@ def verify_load(deployment: Deployment, stages: list[DeploymentStage]) -> None:
     try:
         answer = oneshot.complete(endpoints(deployment), "Hello", max_tokens=1, model=deployment.model.path,
                                   n_gpu_layers=plan["n_gpu_layers"], tensor_split=tuple(plan["tensor_split"]),
-                                  ctx=deployment.ctx, timeout=1800)
+                                  ctx=deployment.ctx, timeout=1800, while_loaded=lambda pid: measure(stages, pid))
     except LlamaCppError as exc:
         raise DeployError(f"llama.cpp could not load the model across the laptops: {exc}") from None
     placed = [answer["placement"].get(i) for i in range(len(expected))]
     if placed != expected:
         raise DeployError(f"llama.cpp placed the layers as {placed}, not as planned {expected}.")
+    measured = answer.get("measured", {})
+    measured["head"] = max(measured.get("head", 0) - answer["rss_before_load"], 0)
+    deployment.plan = {**plan, "measured": measured}
+    deployment.save(update_fields=["plan"])
+
+
+def measure(stages: list[DeploymentStage], head_pid: int) -> dict[str, int]:
+    """Resident memory while the model is loaded and has generated: each rpc-server, and the head."""
+    found = {"head": oneshot.rss_bytes(head_pid)}
+    for stage in stages:
+        server = RpcServer.objects.get(pk=stage.server_id)
+        try:
+            rss = ssh.run(stage.node.ssh_target(), ["ps", "-o", "rss=", "-p", str(server.pid)]).stdout.strip()
+        except ssh.SSHError:
+            continue
+        if rss.isdigit():
+            found[stage.node.name] = int(rss) * 1024
+    return found
 
 
 def stop(deployment: Deployment, status: str = DeploymentStatus.STOPPED, detail: str = "") -> None:

@@ -70,7 +70,19 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("model"), pk=pk)
     stages = deployment.stages.select_related("node", "server")
     return render(request, "models_app/deployment.html", {"deployment": deployment, "stages": stages,
-                                                           "chart": deployment.plan})
+                                                           "chart": deployment.plan,
+                                                           "accuracy": accuracy(deployment.plan)})
+
+
+def accuracy(plan: dict) -> list[dict]:
+    """Predicted against measured memory per machine (measured: rpc-server RSS; the head's growth)."""
+    measured, rows = plan.get("measured", {}), []
+    for stage in plan["stages"]:
+        if stage["machine"] in measured and (stage["count"] or stage["machine"] == "head"):
+            predicted, real = sum(stage["memory"].values()), measured[stage["machine"]]
+            rows.append({"machine": stage["machine"], "predicted": predicted, "measured": real,
+                         "error": 100 * (predicted - real) / real if real else 0.0})
+    return rows
 
 
 @lab_admin_required

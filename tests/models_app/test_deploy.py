@@ -30,6 +30,9 @@ def test_it_deploys_the_bundled_model_over_three_laptops_and_stops_it(laptops, s
     deployment = Deployment.objects.get()
     assert deployment.status == DeploymentStatus.READY, deployment.status_detail
     assert "is ready" in out.getvalue() and "tensor_split" in out.getvalue()
+    measured = deployment.plan["measured"]
+    assert set(measured) == {"head", *(n.name for n in laptops)}, "memory measured on every machine"
+    assert all(value > 10 * 2**20 for value in measured.values())
     servers = [stage.server for stage in deployment.stages.select_related("server")]
     assert len(servers) == 3 and all(s.status == ServerStatus.RUNNING for s in servers)
     assert all(rpc.hello("127.0.0.1", s.local_port).devices == 1 for s in servers)
