@@ -7,21 +7,14 @@ bandwidth the planner needs. It catches what a spec sheet misses: thermal
 limits, a busy CPU, a cgroup quota, the CPU variant the runtime picked.
 """
 
-import socket
-
 from jobs import oneshot
 from models_app.bundled import bundled_model_path
 from models_app.gguf_meta import read_metadata
 from nodes import rpcserver, ssh
+from nodes.supervisor import free_port
 
 PORT = 50399
 PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>assistant\n"
-
-
-def free_local_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32) -> dict:
@@ -30,7 +23,7 @@ def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32) -> dict:
     rpcserver.start(target, install_dir, PORT, bind="127.0.0.1")
     forward = None
     try:
-        forward = ssh.forward(target, PORT, free_local_port())
+        forward = ssh.forward(target, PORT, free_port())
         answer = oneshot.complete([f"127.0.0.1:{forward.local_port}"], PROMPT, max_tokens=tokens, timeout=300)
     finally:
         if forward:

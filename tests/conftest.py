@@ -50,6 +50,17 @@ def wait_for_port(port: int, host: str = "127.0.0.1", timeout: float = 30.0,
     raise AssertionError(f"nothing listened on {host}:{port} within {timeout} s")
 
 
+def wait_until(check, timeout: float, what: str):
+    """`check()`'s first truthy result within `timeout` seconds; fails naming `what` otherwise."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        result = check()
+        if result:
+            return result
+        time.sleep(0.2)
+    raise AssertionError(f"{what} did not happen within {timeout} s")
+
+
 def stop(process: subprocess.Popen) -> None:
     if process.poll() is None:
         process.terminate()

@@ -1,7 +1,6 @@
 """Deploying the bundled model over three simulated laptops, and refusing what cannot fit."""
 
 import io
-import time
 
 import pytest
 from django.core.management import CommandError, call_command
@@ -11,6 +10,7 @@ from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes import rpc
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from tests.conftest import wait_until
 from tests.nodes.laptops import register_all
 
 
@@ -37,9 +37,7 @@ def test_it_deploys_the_bundled_model_over_three_laptops_and_stops_it(laptops, s
     assert len(servers) == 3 and all(s.status == ServerStatus.RUNNING for s in servers)
     assert all(rpc.hello("127.0.0.1", s.local_port).devices == 1 for s in servers)
     deploy.stop(deployment)
-    deadline = time.monotonic() + 30
-    while RpcServer.objects.filter(status=ServerStatus.RUNNING).exists() and time.monotonic() < deadline:
-        time.sleep(0.3)
+    wait_until(lambda: not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists(), 30, "every server stopped")
     assert not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists()
 
 

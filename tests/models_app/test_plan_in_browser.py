@@ -1,13 +1,12 @@
 """An admin plans the bundled model over unequal laptops, compares the modes, deploys, and watches it get ready."""
 
-import time
 
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.browser import browser_page, log_in
-from tests.conftest import PASSWORD
+from tests.conftest import PASSWORD, wait_until
 from tests.nodes.laptops import register, run_now
 
 MiB = 2**20
@@ -39,7 +38,5 @@ def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
     assert deployment.status == DeploymentStatus.READY
     assert deployment.stages.count() >= 2, "no single laptop could hold it"
     deploy.stop(deployment)
-    deadline = time.monotonic() + 30
-    while RpcServer.objects.exclude(status=ServerStatus.STOPPED).exists() and time.monotonic() < deadline:
-        time.sleep(0.3)
+    wait_until(lambda: not RpcServer.objects.exclude(status=ServerStatus.STOPPED).exists(), 30, "every server stopped")
     assert not RpcServer.objects.exclude(status=ServerStatus.STOPPED).exists()

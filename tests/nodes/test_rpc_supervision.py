@@ -9,6 +9,7 @@ from clusterpanel.models import Role, User
 from jobs import llamacpp
 from nodes import rpc, rpcserver, ssh
 from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
+from tests.conftest import wait_until
 from tests.nodes.laptops import register_all
 
 RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s
@@ -20,16 +21,6 @@ def nodes(lan, transactional_db):
     yield made
     for node in made:
         ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
-
-
-def wait_until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        result = check()
-        if result:
-            return result
-        time.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout} s")
 
 
 def running(server: RpcServer) -> RpcServer | None:
