@@ -13,6 +13,7 @@ from django.conf import settings
 
 from clusterpanel.models import Role, User
 from nodes.simlan import Lan, SimLan, SimLanError
+from tests import services
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct horse battery staple"
@@ -127,7 +128,13 @@ def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
 
 
 @pytest.fixture(scope="session")
-def lan() -> Iterator[Callable[[int], Lan]]:
+def lan_turn() -> None:
+    """Wait for any other test run's simulated LAN to be gone (see tests/services.py)."""
+    services.take_turn()
+
+
+@pytest.fixture(scope="session")
+def lan(lan_turn) -> Iterator[Callable[[int], Lan]]:
     """`lan(3)`: at least three simulated laptops, made once per run and removed at its end."""
     harness = SimLan("test", Path(settings.DATA_DIR) / "simlan", subnet="10.232.0.0/24")
     current: list[Lan] = []

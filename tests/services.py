@@ -2,8 +2,9 @@
 
 It wraps pytest-django's start-up so that DATA_DIR and REDIS_URL are set before
 Django reads its settings. A REDIS_URL given from outside is used as it is.
-Test runs on one machine take turns: their simulated LANs use fixed names and
-addresses, and a second run would tear down the first one's laptops.
+Test runs on one machine take turns with their simulated LANs (`take_turn`, called
+by the fixtures that make one): those use fixed names and addresses, and a second
+run would tear down the first one's laptops. Runs without a LAN do not wait.
 """
 
 import fcntl
@@ -23,6 +24,8 @@ LOCK = Path(tempfile.gettempdir()) / "clusterpanel-tests.lock"
 
 
 def take_turn() -> None:
+    if "lock" in _state:
+        return
     handle = open(LOCK, "w")
     try:
         fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -34,7 +37,6 @@ def take_turn() -> None:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config, parser, args):
-    take_turn()
     data_dir = Path(tempfile.mkdtemp(prefix="clusterpanel-test-"))
     os.chmod(data_dir, 0o755)  # simulated laptops' homes live below it
     (data_dir / "static").mkdir()

@@ -29,7 +29,7 @@ def users_named(prefix: str) -> list[str]:
 
 
 @pytest.fixture
-def harness():
+def harness(lan_turn):
     lan = SimLan("life", Path(settings.DATA_DIR) / "simlan", subnet=SUBNET)
     yield lan
     lan.down()
