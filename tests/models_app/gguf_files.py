@@ -28,3 +28,68 @@ def write_gguf(path: Path, arch: str = "qwen2", layers: int = 4, embd: int = 102
     writer.write_tensors_to_file()
     writer.close()
     return path
+
+
+def write_loadable_model(path: Path, layers: int = 6, embd: int = 768, ffn: int = 7168, seed: int = 0) -> Path:
+    """A qwen2 model llama.cpp really loads and runs: random f16 weights, SmolLM2's tokenizer, and feed-forward
+    tensors of 10.5 MiB each (over the rpc-server's 10 MiB cache threshold). About 350 MiB with the defaults."""
+    from models_app.bundled import bundled_model_path
+
+    heads, kv_heads = embd // 64, max(embd // 192, 1)
+    kv = kv_heads * 64
+    writer = gguf.GGUFWriter(str(path), "qwen2")
+    writer.add_name("test-qwen2")
+    writer.add_block_count(layers)
+    writer.add_context_length(4096)
+    writer.add_embedding_length(embd)
+    writer.add_feed_forward_length(ffn)
+    writer.add_head_count(heads)
+    writer.add_head_count_kv(kv_heads)
+    writer.add_rope_freq_base(10000.0)
+    writer.add_layer_norm_rms_eps(1e-6)
+    writer.add_file_type(gguf.LlamaFileType.MOSTLY_F16)
+    vocab = copy_tokenizer(writer, bundled_model_path())
+    rng = np.random.default_rng(seed)
+
+    def weights(*shape: int) -> np.ndarray:
+        return (rng.standard_normal(shape, dtype=np.float32) * 0.02).astype(np.float16)
+
+    writer.add_tensor("token_embd.weight", weights(vocab, embd))
+    for i in range(layers):
+        writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(embd, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_q.weight", weights(embd, embd))
+        writer.add_tensor(f"blk.{i}.attn_q.bias", np.zeros(embd, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_k.weight", weights(kv, embd))
+        writer.add_tensor(f"blk.{i}.attn_k.bias", np.zeros(kv, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_v.weight", weights(kv, embd))
+        writer.add_tensor(f"blk.{i}.attn_v.bias", np.zeros(kv, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.attn_output.weight", weights(embd, embd))
+        writer.add_tensor(f"blk.{i}.ffn_norm.weight", np.ones(embd, dtype=np.float32))
+        writer.add_tensor(f"blk.{i}.ffn_gate.weight", weights(ffn, embd))
+        writer.add_tensor(f"blk.{i}.ffn_up.weight", weights(ffn, embd))
+        writer.add_tensor(f"blk.{i}.ffn_down.weight", weights(embd, ffn))
+    writer.add_tensor("output_norm.weight", np.ones(embd, dtype=np.float32))
+    writer.add_tensor("output.weight", weights(vocab, embd))
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_tensors_to_file()
+    writer.close()
+    return path
+
+
+def copy_tokenizer(writer: gguf.GGUFWriter, source: Path) -> int:
+    """Every tokenizer.* field of `source` into `writer`; the vocabulary size."""
+    reader = gguf.GGUFReader(str(source))
+    vocab = 0
+    for name, field in reader.fields.items():
+        if not name.startswith("tokenizer."):
+            continue
+        value = field.contents()
+        kind = field.types[0]
+        if kind == gguf.GGUFValueType.ARRAY:
+            writer.add_key_value(name, value, kind, sub_type=field.types[-1])
+            if name == "tokenizer.ggml.tokens":
+                vocab = len(value)
+        else:
+            writer.add_key_value(name, value, kind)
+    return vocab
