@@ -21,19 +21,23 @@ from pathlib import Path
 from jobs.llamacpp import LlamaCppError
 
 LAYER_PLACED = re.compile(r"layer +(\d+) assigned to device (\S+?),")
+BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|output) buffer size = +([\d.]+) MiB$")
 
 
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
              n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
-             timeout: float = 300, while_loaded: Callable[[int], dict] | None = None) -> dict:
+             timeout: float = 300, while_loaded: Callable[[int], dict] | None = None,
+             fill_context: bool = False) -> dict:
     """Run the completion; `while_loaded(pid)` is called after it while the model is still loaded
-    (to measure memory), and what it returns is kept under "measured"."""
+    (to measure memory), and what it returns is kept under "measured". `fill_context` repeats the
+    prompt's tokens until the context is full: the most memory a request can make llama.cpp touch."""
     argv = [sys.executable, "-m", "jobs.oneshot", "--prompt", prompt, "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
     argv += ["--tensor-split", ",".join(str(x) for x in tensor_split)] if tensor_split else []
     argv += [part for endpoint in endpoints for part in ("--endpoint", endpoint)]
     argv += ["--model", str(model)] if model else []
     argv += ["--hold"] if while_loaded else []
+    argv += ["--fill-context"] if fill_context else []
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=Path(__file__).resolve().parent.parent)
     errors: list[str] = []
@@ -57,9 +61,19 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
         raise LlamaCppError(f"the completion process failed (exit {process.returncode}): {' / '.join(tail)}")
     answer = json.loads(line)
     answer["placement"] = {int(layer): device for layer, device in LAYER_PLACED.findall(log)}
+    answer["buffers"] = buffers_in(log)
     if measured is not None:
         answer["measured"] = measured
     return answer
+
+
+def buffers_in(log: str) -> dict[str, dict[str, int]]:
+    """What llama.cpp allocated on each device, by kind: {"RPC0[host:port]": {"model": bytes, ...}}."""
+    found: dict[str, dict[str, int]] = {}
+    for device, kind, mib in BUFFER_SIZE.findall(log):
+        kinds = found.setdefault(device, {})
+        kinds[kind] = kinds.get(kind, 0) + round(float(mib) * 2**20)
+    return found
 
 
 def rss_bytes(pid: int | str = "self") -> int:
@@ -79,6 +93,7 @@ def main() -> None:
     parser.add_argument("--tensor-split", default="")
     parser.add_argument("--ctx", type=int, default=512)
     parser.add_argument("--hold", action="store_true", help="stay loaded until stdin closes")
+    parser.add_argument("--fill-context", action="store_true", help="repeat the prompt until the context is full")
     args = parser.parse_args()
 
     from jobs import llamacpp
@@ -92,8 +107,13 @@ def main() -> None:
     before = rss_bytes()
     llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx, seed=1, verbose=True,
                 n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
+    prompt = args.prompt
+    if args.fill_context:
+        tokens = llm.tokenize(args.prompt.encode(), add_bos=False) or [llm.token_eos()]
+        room = args.ctx - args.max_tokens - 1
+        prompt = [llm.token_bos(), *(tokens * (room // len(tokens) + 1))][:room]
     start = time.perf_counter()
-    out = llm(args.prompt, max_tokens=args.max_tokens, temperature=0.0)
+    out = llm(prompt, max_tokens=args.max_tokens, temperature=0.0)
     seconds = time.perf_counter() - start
     print(json.dumps({"text": out["choices"][0]["text"], "completion_tokens": out["usage"]["completion_tokens"],
                       "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds,

@@ -45,8 +45,10 @@ def free_port(node: Node) -> int:
     return next(port for port in range(FIRST_PORT, 65536) if port not in taken)
 
 
-def prepare(deployment: Deployment) -> None:
-    """Runtime on each laptop, one rpc-server each, then a verification load; FAILED with the reason otherwise."""
+def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
+    """Runtime on each laptop, one rpc-server each, then a verification load; FAILED with the reason otherwise.
+    `measure_peak`: the verification fills the whole context, so the memory measured is the most a request
+    can take (slow for big models: the whole context is processed once)."""
     try:
         deployment.set_status(DeploymentStatus.PREPARING, "Installing the runtime and starting rpc-servers.")
         stages = list(deployment.stages.select_related("node"))
@@ -55,7 +57,7 @@ def prepare(deployment: Deployment) -> None:
             start_server(stage)
         wait_for_servers(stages)
         deployment.set_status(DeploymentStatus.LOADING, "Loading the model across the laptops.")
-        verify_load(deployment, stages)
+        verify_load(deployment, stages, measure_peak)
         deployment.set_status(DeploymentStatus.READY, "Every layer is where the plan put it.")
     except DeployError as exc:
         stop(deployment, DeploymentStatus.FAILED, str(exc))
@@ -79,6 +81,8 @@ def start_server(stage: DeploymentStage) -> None:
     server, _ = RpcServer.objects.update_or_create(
         node=stage.node, port=port,
         defaults={"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None})
+    # The port is free, so a stage still naming this server belongs to a deployment that has ended.
+    DeploymentStage.objects.filter(server=server).exclude(pk=stage.pk).update(server=None)
     stage.server = server
     stage.save(update_fields=["server"])
 
@@ -100,14 +104,15 @@ def endpoints(deployment: Deployment) -> list[str]:
     return [stage.server.endpoint for stage in deployment.stages.select_related("server", "server__node")]
 
 
-def verify_load(deployment: Deployment, stages: list[DeploymentStage]) -> None:
+def verify_load(deployment: Deployment, stages: list[DeploymentStage], measure_peak: bool = False) -> None:
     plan = deployment.plan
     expected = ["CPU"] * plan["stages"][0]["count"] + [
         f"RPC{i}" for i, stage in enumerate(plan["stages"][1:]) for _ in range(stage["count"])]
     try:
         answer = oneshot.complete(endpoints(deployment), "Hello", max_tokens=1, model=deployment.model.path,
                                   n_gpu_layers=plan["n_gpu_layers"], tensor_split=tuple(plan["tensor_split"]),
-                                  ctx=deployment.ctx, timeout=1800, while_loaded=lambda pid: measure(stages, pid))
+                                  ctx=deployment.ctx, timeout=1800, while_loaded=lambda pid: measure(stages, pid),
+                                  fill_context=measure_peak)
     except LlamaCppError as exc:
         raise DeployError(f"llama.cpp could not load the model across the laptops: {exc}") from None
     placed = [answer["placement"].get(i) for i in range(len(expected))]
@@ -115,8 +120,21 @@ def verify_load(deployment: Deployment, stages: list[DeploymentStage]) -> None:
         raise DeployError(f"llama.cpp placed the layers as {placed}, not as planned {expected}.")
     measured = answer.get("measured", {})
     measured["head"] = max(measured.get("head", 0) - answer["rss_before_load"], 0)
-    deployment.plan = {**plan, "measured": measured}
+    deployment.plan = {**plan, "measured": measured, "measured_at_peak": measure_peak,
+                       "allocated": allocated_by_machine(answer.get("buffers", {}), stages)}
     deployment.save(update_fields=["plan"])
+
+
+def allocated_by_machine(buffers: dict[str, dict[str, int]], stages: list[DeploymentStage]) -> dict[str, dict]:
+    """llama.cpp's own account of what it allocated ("RPC0[10.0.0.2:50052]" → that laptop; CPU → the head)."""
+    by_endpoint = {RpcServer.objects.get(pk=stage.server_id).endpoint: stage.node.name for stage in stages}
+    found = {}
+    for device, kinds in buffers.items():
+        endpoint = device.partition("[")[2].rstrip("]")
+        machine = "head" if device == "CPU" else by_endpoint.get(endpoint)
+        if machine:
+            found[machine] = kinds
+    return found
 
 
 def measure(stages: list[DeploymentStage], head_pid: int) -> dict[str, int]:

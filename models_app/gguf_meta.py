@@ -31,6 +31,7 @@ class ModelMetadata:
     vocab_size: int
     file_type: str
     file_size: int
+    n_ff: int = 0
     layer_bytes: list[int] = field(default_factory=list)
     other_tensors: dict[str, int] = field(default_factory=dict)
 
@@ -46,6 +47,14 @@ def _scalar(reader: gguf.GGUFReader, key: str, default=None):
     if found.types and found.types[0] == gguf.GGUFValueType.STRING:
         return bytes(part).decode(errors="replace")
     return part.tolist()[0]
+
+
+def _largest(reader: gguf.GGUFReader, key: str) -> int:
+    """A number some architectures give per layer (an array): the largest."""
+    found = reader.fields.get(key)
+    if found is None or not found.data:
+        return 0
+    return int(max(found.parts[i].tolist()[0] for i in found.data))
 
 
 def _open(path: Path) -> gguf.GGUFReader:
@@ -94,6 +103,7 @@ def read_metadata(path: Path) -> ModelMetadata:
         architecture=arch, name=_scalar(reader, "general.name", path.stem), n_layer=n_layer,
         n_embd=_scalar(reader, f"{arch}.embedding_length", 0), n_head=n_head,
         n_head_kv=_scalar(reader, f"{arch}.attention.head_count_kv", n_head),
+        n_ff=_largest(reader, f"{arch}.feed_forward_length"),
         context_length=_scalar(reader, f"{arch}.context_length", 0),
         vocab_size=_scalar(reader, f"{arch}.vocab_size", len(tokens.data) if tokens else 0),
         file_type=_file_type(reader), file_size=size, layer_bytes=layers, other_tensors=others,

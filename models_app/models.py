@@ -26,6 +26,7 @@ class GgufModel(models.Model):
     n_embd = models.PositiveIntegerField()
     n_head = models.PositiveIntegerField()
     n_head_kv = models.PositiveIntegerField()
+    n_ff = models.PositiveIntegerField(default=0, help_text="Feed-forward width; 0 if the file does not say.")
     context_length = models.PositiveIntegerField()
     vocab_size = models.PositiveIntegerField()
     file_type = models.CharField(max_length=40)

@@ -75,14 +75,22 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def accuracy(plan: dict) -> list[dict]:
-    """Predicted against measured memory per machine (measured: rpc-server RSS; the head's growth)."""
-    measured, rows = plan.get("measured", {}), []
+    """Predicted against measured memory per machine (measured: rpc-server RSS; the head's growth), and what
+    llama.cpp itself says it allocated."""
+    measured, allocated, rows = plan.get("measured", {}), plan.get("allocated", {}), []
     for stage in plan["stages"]:
         if stage["machine"] in measured and (stage["count"] or stage["machine"] == "head"):
             predicted, real = sum(stage["memory"].values()), measured[stage["machine"]]
             rows.append({"machine": stage["machine"], "predicted": predicted, "measured": real,
-                         "error": 100 * (predicted - real) / real if real else 0.0})
+                         "allocated": sum(allocated.get(stage["machine"], {}).values()),
+                         "error": 100 * (predicted - real) / real if real else 0.0,
+                         "within": within_target(predicted, real)})
     return rows
+
+
+def within_target(predicted: int, measured: int) -> bool:
+    """The planner's accuracy target: ±5 % or ±32 MiB, whichever is larger."""
+    return abs(predicted - measured) <= max(0.05 * measured, 32 * 2**20)
 
 
 @lab_admin_required

@@ -25,10 +25,15 @@ class ModelShape:
     n_head: int
     n_head_kv: int
     vocab_size: int
+    n_ff: int = 0  # feed-forward width; 0 when the file does not say (then 4 × n_embd)
 
     @property
     def n_layer(self) -> int:
         return len(self.layer_bytes)
+
+    @property
+    def ff_width(self) -> int:
+        return self.n_ff or 4 * self.n_embd
 
 
 @dataclass(frozen=True)
@@ -40,14 +45,39 @@ class Machine:
 
 
 @dataclass(frozen=True)
+class Calibration:
+    """Bytes llama.cpp keeps resident beyond weights and KV cache, at its peak: a micro-batch of n_ubatch
+    tokens at a full context (u = n_ubatch tokens, c = context, h = heads, e = embedding, f = feed-forward).
+
+    Fitted by least squares to resident memory measured with llama.cpp itself (rpc-server RSS, the head's
+    growth) for three models at contexts 512 to 4096: `bench/memory_calibration.py` measures and fits;
+    the measurements are kept in tests/models_app/fixtures/memory_measurements.json and
+    tests/models_app/test_memory_calibration.py holds these numbers to them.
+    """
+    server_base: int = round(4.5 * MiB)  # an idle rpc-server
+    attention: float = 7.28  # per u·c·h: attention scores (f32) and their f16 copy
+    feed_forward: float = 4.06  # per u·f
+    hidden: float = 32.4  # per u·e: the activations of one layer
+    head_base: int = round(8.3 * MiB)  # llama.cpp's own structures in the head process (vocabulary, context)
+    head_mask: float = 20.4  # per u·c: the attention mask and its copies for each device
+    head_hidden: float = 47.0  # per u·e: embeddings of the batch
+
+
+CALIBRATION = Calibration()
+
+
+@dataclass(frozen=True)
 class Options:
     ctx: int = 4096
     kv_bytes: int = 2  # f16 cache
     n_ubatch: int = 512
     head_may_hold_layers: bool = True
-    # Calibrated later from measured deployments; see docs/benchmarks.md.
-    runtime_overhead: int = 64 * MiB
-    compute_fixed: int = 16 * MiB
+    calibration: Calibration = CALIBRATION
+
+    @property
+    def ubatch(self) -> int:
+        """llama.cpp never makes a micro-batch longer than the context."""
+        return min(self.n_ubatch, self.ctx)
 
 
 @dataclass(frozen=True)
@@ -108,8 +138,10 @@ def shape_of(meta) -> ModelShape:
     others = meta.other_tensors
     embedding = sum(size for name, size in others.items() if name.startswith("token_embd"))
     output = sum(size for name, size in others.items() if not name.startswith("token_embd"))
+    if "output.weight" not in others:
+        output += others.get("token_embd.weight", 0)  # tied embeddings: llama.cpp copies them to the last device
     return ModelShape(tuple(meta.layer_bytes), embedding, output, meta.n_embd, meta.n_head, meta.n_head_kv,
-                      meta.vocab_size)
+                      meta.vocab_size, getattr(meta, "n_ff", 0) or 0)
 
 
 def device_names(plan: "Plan") -> list[str]:
@@ -122,21 +154,33 @@ def kv_bytes_per_layer(shape: ModelShape, options: Options) -> int:
     return 2 * options.ctx * head_dim * shape.n_head_kv * options.kv_bytes
 
 
-def compute_bytes(shape: ModelShape, options: Options, holds_output: bool) -> int:
-    """Activations for one micro-batch; the machine with the output layer also holds the logits."""
-    activations = options.n_ubatch * shape.n_embd * 4 * 4 + options.compute_fixed
-    return activations + (shape.vocab_size * options.n_ubatch * 4 if holds_output else 0)
+def layer_compute_bytes(shape: ModelShape, options: Options) -> int:
+    """What a machine holding layers touches at its peak: a full micro-batch at a full context.
+    The logits are one row per sequence (only the last token's are asked for), so they add nearly nothing."""
+    c, u = options.calibration, options.ubatch
+    return round(u * (c.attention * options.ctx * shape.n_head + c.feed_forward * shape.ff_width
+                      + c.hidden * shape.n_embd))
+
+
+def head_compute_bytes(shape: ModelShape, options: Options) -> int:
+    """The head's part when it holds no layers: the batch's embeddings, the mask, and the logits it reads."""
+    c, u = options.calibration, options.ubatch
+    return round(u * (c.head_mask * options.ctx + c.head_hidden * shape.n_embd)) + shape.vocab_size * 4
 
 
 def stage_memory(shape: ModelShape, first: int, count: int, options: Options, is_head: bool) -> Memory:
     blocks = range(first, min(first + count, shape.n_layer))
     holds_output = first + count > shape.n_layer
     weights = sum(shape.layer_bytes[i] for i in blocks) + (shape.output_bytes if holds_output else 0)
+    calibration = options.calibration
     if is_head:
         weights += shape.token_embd_bytes
-    compute = compute_bytes(shape, options, holds_output) if (count or is_head) else 0
-    return Memory(weights, kv_bytes_per_layer(shape, options) * len(blocks), compute,
-                  options.runtime_overhead if (count or is_head) else 0)
+        compute = head_compute_bytes(shape, options) + (layer_compute_bytes(shape, options) if count else 0)
+        overhead = calibration.head_base
+    else:
+        compute = layer_compute_bytes(shape, options) if count else 0
+        overhead = calibration.server_base if count else 0
+    return Memory(weights, kv_bytes_per_layer(shape, options) * len(blocks), compute, overhead)
 
 
 def stage_seconds(memory: Memory, machine: Machine, used: bool) -> float:
@@ -243,20 +287,21 @@ def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], opt
     """Why nothing fits in this mode, in numbers, counting only the machines that may hold layers."""
     holders = laptops + ([head] if options.head_may_hold_layers else [])
     usable = sum(m.usable_bytes for m in holders)
-    per_device = options.runtime_overhead + compute_bytes(shape, options, False)
+    per_device = options.calibration.server_base + layer_compute_bytes(shape, options)
     needed = (sum(shape.layer_bytes) + shape.output_bytes + kv_bytes_per_layer(shape, options) * shape.n_layer
-              + len(holders) * per_device + shape.vocab_size * options.n_ubatch * 4)
+              + len(holders) * per_device)
     if options.head_may_hold_layers:
-        needed += shape.token_embd_bytes
+        needed += shape.token_embd_bytes + options.calibration.head_base + head_compute_bytes(shape, options)
     largest, ctx = 0, options.ctx // 2
     while ctx >= 256 and not largest:
         if plan_mode(mode, shape, head, laptops, Options(**{**options.__dict__, "ctx": ctx})):
             largest = ctx
         ctx //= 2
     reasons = [] if needed > usable else [
-        "There is enough memory in total, but not in the pieces: the output layer and its logits "
-        f"({(shape.output_bytes + shape.vocab_size * options.n_ubatch * 4) / MiB:.0f} MiB) must fit on the last "
-        "laptop together with its layers. Add a laptop with more free memory, or use a smaller quantization."]
+        "There is enough memory in total, but not in the pieces: the output layer "
+        f"({shape.output_bytes / MiB:.0f} MiB) must fit on the last laptop together with its layers, and every "
+        f"laptop needs {per_device / MiB:.0f} MiB for its working memory at this context. Add a laptop with more "
+        "free memory, or use a smaller quantization."]
     return NoFit(needed, usable, largest, reasons)
 
 

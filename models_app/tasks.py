@@ -37,10 +37,10 @@ def report(model: GgufModel, progress: float | None = None, **fields) -> None:
 
 
 @shared_task(acks_late=True)
-def prepare_deployment(deployment_id: int) -> str:
+def prepare_deployment(deployment_id: int, measure_peak: bool = False) -> str:
     from models_app import deploy
     from models_app.models import Deployment
 
     deployment = Deployment.objects.get(pk=deployment_id)
-    deploy.prepare(deployment)
+    deploy.prepare(deployment, measure_peak)
     return deployment.status

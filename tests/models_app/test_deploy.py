@@ -22,7 +22,7 @@ def laptops(lan, transactional_db):
 def test_it_deploys_the_bundled_model_over_three_laptops_and_stops_it(laptops, supervisor):
     model = ensure_bundled()
     for node in laptops:
-        node.usable_memory = 230 * 2**20  # too small for the whole model (about 250 MiB with buffers)
+        node.usable_memory = 230 * 2**20
         node.save()
     out = io.StringIO()
     call_command("deploy", model.name, "--nodes", ",".join(n.name for n in laptops), "--ctx", "512",

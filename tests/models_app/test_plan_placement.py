@@ -44,7 +44,7 @@ def test_it_places_layers_exactly_as_planned(servers, mode, head, sizes, speeds)
     head = Machine("head", head[0] * MiB, head[1])
     pairs = enumerate(zip(sizes, speeds, strict=True))
     laptops = [Machine(f"l{i}", (size + 160) * MiB, speed, 0.0005) for i, (size, speed) in pairs]
-    options = Options(ctx=512, n_ubatch=512, runtime_overhead=8 * MiB)
+    options = Options(ctx=512, n_ubatch=512)
     plan = plan_mode(mode, shape, head, laptops, options)
     assert plan is not None and len(plan.stages) > 1
     used = [servers[int(stage.machine.name[1:])] for stage in plan.stages[1:]]

@@ -6,6 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from models_app.planner import (
+    Calibration,
     GiB,
     Machine,
     MiB,
@@ -20,7 +21,7 @@ from models_app.planner import (
 
 SHAPE = ModelShape(layer_bytes=(100 * MiB,) * 8, token_embd_bytes=50 * MiB, output_bytes=40 * MiB,
                    n_embd=1024, n_head=8, n_head_kv=2, vocab_size=32000)
-SMALL = Options(ctx=512, n_ubatch=64, runtime_overhead=8 * MiB, compute_fixed=2 * MiB)
+SMALL = Options(ctx=512, n_ubatch=64, calibration=Calibration(server_base=8 * MiB, head_base=8 * MiB))
 
 
 def machines(draw_sizes):

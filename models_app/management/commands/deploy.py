@@ -19,6 +19,8 @@ class Command(BaseCommand):
         parser.add_argument("--ctx", type=int, default=2048)
         parser.add_argument("--mode", default="fastest", choices=["fastest", "memory", "even"])
         parser.add_argument("--head-layers", action="store_true", help="let the panel's machine hold layers too")
+        parser.add_argument("--measure-peak", action="store_true",
+                            help="verify with a prompt that fills the context and measure memory at that peak")
 
     def handle(self, model, nodes, ctx, mode, head_layers, **options):
         found = GgufModel.objects.filter(name=model).first()
@@ -34,7 +36,7 @@ class Command(BaseCommand):
         except PlanningError as exc:
             raise CommandError(f"Nothing was started: {exc}") from None
         self.show(deployment.plan)
-        deploy.prepare(deployment)
+        deploy.prepare(deployment, options["measure_peak"])
         deployment.refresh_from_db()
         if deployment.status != DeploymentStatus.READY:
             raise CommandError(f"Deployment #{deployment.pk} {deployment.status}: {deployment.status_detail}")

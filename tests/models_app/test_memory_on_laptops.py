@@ -1,0 +1,43 @@
+"""Predicted memory against what the simulated laptops and the head really hold, at two contexts, for two
+models of different architectures (the bundled llama-architecture SmolLM2, and a qwen2 file written here
+whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold)."""
+
+import pytest
+
+from models_app import deploy
+from models_app.library import ensure_bundled, register_path
+from models_app.models import DeploymentStatus
+from models_app.plan_views import accuracy
+from nodes.models import ActionKind, RpcServer
+from tests.conftest import wait_until
+from tests.models_app.gguf_files import write_loadable_model
+from tests.nodes.laptops import register_all
+
+
+@pytest.fixture
+def laptops(lan, transactional_db):
+    return register_all(lan(3), then=ActionKind.PROBE)
+
+
+def deploy_and_measure(model, laptops, ctx):
+    deployment = deploy.create(model, laptops, ctx, mode="even")
+    deploy.prepare(deployment, measure_peak=True)
+    deployment.refresh_from_db()
+    assert deployment.status == DeploymentStatus.READY, deployment.status_detail
+    rows = accuracy(deployment.plan)
+    deploy.stop(deployment)
+    wait_until(lambda: not RpcServer.objects.filter(wanted=False, pid__isnull=False).exists(), 30,
+               "the deployment's servers stopped")
+    return rows
+
+
+def test_predictions_hold_on_the_laptops_for_two_models_at_two_contexts(laptops, supervisor, tmp_path):
+    qwen2 = register_path(write_loadable_model(tmp_path / "qwen2.gguf"), checksum_now=True)
+    assert qwen2.architecture == "qwen2" and max(qwen2.other_tensors.values()) > 10 * 2**20
+    for model in (ensure_bundled(), qwen2):
+        for ctx in (512, 2048):
+            rows = deploy_and_measure(model, laptops, ctx)
+            assert {row["machine"] for row in rows} == {"head", *(node.name for node in laptops)}
+            misses = [(row["machine"], row["predicted"] >> 20, row["measured"] >> 20) for row in rows
+                      if not row["within"]]
+            assert not misses, f"{model.name} at ctx {ctx}: (machine, predicted MiB, measured MiB) {misses}"
