@@ -11,7 +11,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
 
 @contextmanager
-def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: str = "10.235.0.0/24"):
+def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: str = "10.235.0.0/24",
+              cpus: dict[int, float] | None = None):
+    """`cpus`: laptop index → share of one core its cgroup allows (a slow laptop)."""
     import django
 
     django.setup()
@@ -21,7 +23,10 @@ def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: 
 
     harness = SimLan(name, Path(settings.DATA_DIR) / "simlan", subnet=subnet)
     try:
-        yield harness.up(count, rate=rate)
+        lan = harness.up(count, rate=rate)
+        for index, share in (cpus or {}).items():
+            harness.limit(index + 1, lan.laptops[index].sshd_pid, None, share)
+        yield lan
     finally:
         harness.down()
 

@@ -10,6 +10,7 @@ limits, a busy CPU, a cgroup quota, the CPU variant the runtime picked.
 from jobs import oneshot
 from models_app.bundled import bundled_model_path
 from models_app.gguf_meta import read_metadata
+from models_app.planner import shape_of
 from nodes import rpcserver, ssh
 from nodes.supervisor import free_port
 
@@ -18,8 +19,8 @@ PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>ass
 
 
 def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32) -> dict:
-    meta = read_metadata(bundled_model_path())
-    per_token = sum(meta.layer_bytes) + sum(s for n, s in meta.other_tensors.items() if not n.startswith("token_embd"))
+    shape = shape_of(read_metadata(bundled_model_path()))
+    per_token = sum(shape.layer_bytes) + shape.output_bytes  # the tied output reads a copy of the embedding
     rpcserver.start(target, install_dir, PORT, bind="127.0.0.1")
     forward = None
     try:
