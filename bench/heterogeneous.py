@@ -4,9 +4,10 @@ best split there is?
 Three simulated laptops on 1 Gbit links; the middle one is slowed by a cgroup CPU quota but has the most
 memory (the old desktop in the corner). The panel measures each laptop's speed with llama.cpp, as it does
 for real laptops, and plans a qwen2 test model (13 pipeline units: 12 blocks and the output) in three modes.
-Then it tries every split of those units over the laptops in their given order that the planner says
-fits (a laptop may get none), measures decode tokens/s of each once, and finally measures the fastest
-plan, the memory-proportional plan and the best few splits again in alternating rounds.
+Then it tries every split of those units that the planner says fits — over the laptops in their given
+order and in the order the fastest plan chose, a laptop may get none — measures decode tokens/s of each
+once, and finally measures the fastest plan, the memory-proportional plan and the best few splits again
+in alternating rounds.
 
     .venv/bin/python bench/heterogeneous.py [--rounds 3] [--slow-cpus 0.3] [--tokens 32]
 """
@@ -42,39 +43,43 @@ def prepare_laptops(lan) -> tuple[list, list[float]]:
     return targets, speeds
 
 
-def tokens_per_s(model: Path, endpoints: list[str], counts: tuple[int, ...], tokens: int) -> float:
+Split = tuple[tuple[int, int], ...]  # (laptop index, layers) in pipeline order, laptops with layers only
+
+
+def tokens_per_s(model: Path, endpoints: list[str], split: Split, tokens: int) -> float:
     from jobs import oneshot
 
-    used = [(endpoint, count) for endpoint, count in zip(endpoints, counts, strict=True) if count]
-    answer = oneshot.complete([e for e, _ in used], PROMPT, tokens, model=model, n_gpu_layers=sum(counts),
-                              tensor_split=tuple(c for _, c in used), ctx=512, timeout=600)
+    answer = oneshot.complete([endpoints[i] for i, _ in split], PROMPT, tokens, model=model,
+                              n_gpu_layers=sum(c for _, c in split), tensor_split=tuple(c for _, c in split),
+                              ctx=512, timeout=600)
     return answer["completion_tokens"] / answer["seconds"]
 
 
-def all_fitting_splits(shape, laptops, options) -> list[tuple[int, ...]]:
+def plan_of(split: Split, shape, laptops, options):
     from models_app import planner
 
     head = planner.Machine("head", 1 << 40, 10.0)
-    total = shape.n_layer + 1
-    found = []
-    for counts in product(range(total + 1), repeat=len(laptops)):
-        if sum(counts) != total:
-            continue
-        used = [(m, c) for m, c in zip(laptops, counts, strict=True) if c]
-        if planner.build("split", shape, head, [m for m, _ in used], [0, *(c for _, c in used)], options):
-            found.append(counts)
+    return planner.build("split", shape, head, [laptops[i] for i, _ in split], [0, *(c for _, c in split)],
+                         options)
+
+
+def fitting_splits(shape, laptops, options, order: list[int]) -> list[Split]:
+    """Every split of the units over `order` (a laptop may get none) that the planner says fits."""
+    total, found = shape.n_layer + 1, []
+    for counts in product(range(total + 1), repeat=len(order)):
+        split = tuple((i, c) for i, c in zip(order, counts, strict=True) if c)
+        if sum(counts) == total and plan_of(split, shape, laptops, options):
+            found.append(split)
     return found
 
 
-def plan_counts(plan, laptops) -> tuple[int, ...]:
-    """A plan's layers per laptop, in the laptops' given order (0 for a laptop it leaves out)."""
-    held = {stage.machine.name: stage.count for stage in plan.stages[1:]}
-    return tuple(held.get(m.name, 0) for m in laptops)
+def split_of(plan, laptops) -> Split:
+    index = {m.name: i for i, m in enumerate(laptops)}
+    return tuple((index[s.machine.name], s.count) for s in plan.stages[1:] if s.count)
 
 
-def in_order(plan, laptops) -> bool:
-    names = [stage.machine.name for stage in plan.stages[1:]]
-    return names == [m.name for m in laptops if m.name in names]
+def label(split: Split, laptops) -> str:
+    return " → ".join(f"{laptops[i].name}:{c}" for i, c in split)
 
 
 def main() -> None:
@@ -100,21 +105,25 @@ def main() -> None:
             options = planner.Options(ctx=512, head_may_hold_layers=False)
             head = planner.Machine("head", 8 << 30, 10.0)
             plans = {mode: planner.plan_mode(mode, shape, head, laptops, options) for mode in ("fastest", "memory")}
-            assert all(in_order(plan, laptops) for plan in plans.values()), "reorder USABLE_MIB: a plan reorders"
-            splits = all_fitting_splits(shape, laptops, options)
-            print(f"speeds measured (GB/s): {speeds}; {len(splits)} splits fit", flush=True)
+            fastest, memory = split_of(plans["fastest"], laptops), split_of(plans["memory"], laptops)
+            splits = fitting_splits(shape, laptops, options, [0, 1, 2])
+            chosen_order = [i for i, _ in fastest] + [i for i in range(3) if i not in {i for i, _ in fastest}]
+            splits += [s for s in fitting_splits(shape, laptops, options, chosen_order) if s not in splits]
+            print(f"speeds measured (GB/s): {speeds}; fastest {label(fastest, laptops)}, memory-proportional "
+                  f"{label(memory, laptops)}; {len(splits)} splits fit", flush=True)
             started, sweep = time.monotonic(), {}
-            for counts in splits:
-                sweep[counts] = tokens_per_s(model, endpoints, counts, args.tokens)
+            for split in splits:
+                sweep[split] = tokens_per_s(model, endpoints, split, args.tokens)
             print(f"sweep took {time.monotonic() - started:.0f} s", flush=True)
-            fastest, memory = plan_counts(plans["fastest"], laptops), plan_counts(plans["memory"], laptops)
-            candidates = {f"fastest plan {fastest}": fastest, f"memory-proportional {memory}": memory}
-            for counts in sorted(sweep, key=sweep.get, reverse=True)[:3]:
-                candidates.setdefault(f"split {counts}", counts)
-            rounds = {label: [] for label in candidates}
+            candidates = {f"fastest plan: {label(fastest, laptops)}": fastest,
+                          f"memory-proportional: {label(memory, laptops)}": memory}
+            for split in sorted(sweep, key=sweep.get, reverse=True)[:3]:
+                if split not in candidates.values():
+                    candidates[f"swept: {label(split, laptops)}"] = split
+            rounds = {name: [] for name in candidates}
             for _ in range(args.rounds):
-                for label, counts in candidates.items():
-                    rounds[label].append(tokens_per_s(model, endpoints, counts, args.tokens))
+                for name, split in candidates.items():
+                    rounds[name].append(tokens_per_s(model, endpoints, split, args.tokens))
         finally:
             for node in targets:
                 rpcserver.stop(node, INSTALL_DIR, PORT)
@@ -124,17 +133,15 @@ def main() -> None:
           f"{args.slow_cpus} of a core); qwen2 test model, {shape.n_layer} blocks + output, "
           f"{(sum(shape.layer_bytes) + shape.output_bytes) / MiB:.0f} MiB on the laptops; 1 Gbit links; "
           f"{len(sweep)} splits tried once, then {args.rounds} alternating rounds of {args.tokens} tokens\n")
-    print("| split (lab-1, lab-2, lab-3) | predicted tok/s | sweep tok/s | median tok/s | ratio to best |")
+    print("| split (laptop:layers in pipeline order) | predicted tok/s | sweep tok/s | median tok/s | ratio to best |")
     print("|---|---:|---:|---:|---:|")
-    for label, counts in candidates.items():
-        used = [(m, c) for m, c in zip(laptops, counts, strict=True) if c]
-        plan = planner.build("split", shape, head, [m for m, _ in used], [0, *(c for _, c in used)], options)
-        print(f"| {label} | {plan.tokens_per_second:.1f} | {sweep.get(counts, float('nan')):.1f} | "
-              f"{medians[label]:.1f} | {medians[label] / best:.2f} |")
+    for name, split in candidates.items():
+        plan = plan_of(split, shape, laptops, options)
+        print(f"| {name} | {plan.tokens_per_second:.1f} | {sweep.get(split, float('nan')):.1f} | "
+              f"{medians[name]:.1f} | {medians[name] / best:.2f} |")
     print("\nsweep (every split that fits, one run each):")
-    for counts, value in sorted(sweep.items(), key=lambda item: -item[1]):
-        print(f"  {counts}: {value:.1f} tok/s")
-
+    for split, value in sorted(sweep.items(), key=lambda item: -item[1]):
+        print(f"  {label(split, laptops)}: {value:.1f} tok/s")
 
 if __name__ == "__main__":
     main()

@@ -3,6 +3,7 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
+from jobs.consumers import JobConsumer
 from models_app.consumers import DeploymentConsumer
 from nodes.consumers import DashboardConsumer, NodeConsumer
 
@@ -11,4 +12,5 @@ websocket_urlpatterns = [
     path("ws/nodes/<int:node_id>/", NodeConsumer.as_asgi()),
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
     path("ws/deployments/<int:pk>/", DeploymentConsumer.as_asgi()),
+    path("ws/jobs/<int:pk>/", JobConsumer.as_asgi()),
 ]

@@ -129,6 +129,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
+
+# How many times a job interrupted by a laptop's death is retried after the re-plan.
+JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
 # Where the llama.cpp builds are cached (see scripts/build_llama.py).
 BUILD_CACHE_DIR = Path(

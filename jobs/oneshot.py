@@ -27,10 +27,12 @@ BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|outp
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
              n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
              timeout: float = 300, while_loaded: Callable[[int], dict] | None = None,
-             fill_context: bool = False) -> dict:
+             fill_context: bool = False, chat: list[dict] | None = None) -> dict:
     """Run the completion; `while_loaded(pid)` is called after it while the model is still loaded
     (to measure memory), and what it returns is kept under "measured". `fill_context` repeats the
-    prompt's tokens until the context is full: the most memory a request can make llama.cpp touch."""
+    prompt's tokens until the context is full: the most memory a request can make llama.cpp touch.
+    `chat`: messages to answer with the model's chat template instead of `prompt`. The answer has
+    "pieces", the text of each generated token."""
     argv = [sys.executable, "-m", "jobs.oneshot", "--prompt", prompt, "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
     argv += ["--tensor-split", ",".join(str(x) for x in tensor_split)] if tensor_split else []
@@ -38,6 +40,7 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     argv += ["--model", str(model)] if model else []
     argv += ["--hold"] if while_loaded else []
     argv += ["--fill-context"] if fill_context else []
+    argv += ["--chat", json.dumps(chat)] if chat else []
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=Path(__file__).resolve().parent.parent)
     errors: list[str] = []
@@ -94,6 +97,7 @@ def main() -> None:
     parser.add_argument("--ctx", type=int, default=512)
     parser.add_argument("--hold", action="store_true", help="stay loaded until stdin closes")
     parser.add_argument("--fill-context", action="store_true", help="repeat the prompt until the context is full")
+    parser.add_argument("--chat", help="messages (JSON) to answer with the model's chat template")
     args = parser.parse_args()
 
     from jobs import llamacpp
@@ -113,10 +117,19 @@ def main() -> None:
         room = args.ctx - args.max_tokens - 1
         prompt = [llm.token_bos(), *(tokens * (room // len(tokens) + 1))][:room]
     start = time.perf_counter()
-    out = llm(prompt, max_tokens=args.max_tokens, temperature=0.0)
+    if args.chat:
+        chunks = llm.create_chat_completion(json.loads(args.chat), max_tokens=args.max_tokens, temperature=0.0,
+                                            stream=True)
+        pieces = [c["choices"][0]["delta"].get("content", "") for c in chunks]
+        pieces = [p for p in pieces if p]
+        out = {"choices": [{"text": "".join(pieces)}],
+               "usage": {"completion_tokens": len(pieces), "prompt_tokens": None}}
+    else:
+        out = llm(prompt, max_tokens=args.max_tokens, temperature=0.0)
+        pieces = None
     seconds = time.perf_counter() - start
     print(json.dumps({"text": out["choices"][0]["text"], "completion_tokens": out["usage"]["completion_tokens"],
-                      "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds,
+                      "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds, "pieces": pieces,
                       "rss_before_load": before}), flush=True)
     if args.hold:
         sys.stdin.read()  # the parent measures memory now, then closes our stdin

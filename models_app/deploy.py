@@ -106,8 +106,7 @@ def endpoints(deployment: Deployment) -> list[str]:
 
 def verify_load(deployment: Deployment, stages: list[DeploymentStage], measure_peak: bool = False) -> None:
     plan = deployment.plan
-    expected = ["CPU"] * plan["stages"][0]["count"] + [
-        f"RPC{i}" for i, stage in enumerate(plan["stages"][1:]) for _ in range(stage["count"])]
+    expected = expected_devices(plan)
     try:
         answer = oneshot.complete(endpoints(deployment), "Hello", max_tokens=1, model=deployment.model.path,
                                   n_gpu_layers=plan["n_gpu_layers"], tensor_split=tuple(plan["tensor_split"]),
@@ -135,6 +134,12 @@ def allocated_by_machine(buffers: dict[str, dict[str, int]], stages: list[Deploy
         if machine:
             found[machine] = kinds
     return found
+
+
+def expected_devices(plan: dict) -> list[str]:
+    """The device llama.cpp must report for each layer (the output last): CPU for the head, RPCk for laptop k."""
+    return ["CPU"] * plan["stages"][0]["count"] + [
+        f"RPC{i}" for i, stage in enumerate(plan["stages"][1:]) for _ in range(stage["count"])]
 
 
 def measure(stages: list[DeploymentStage], head_pid: int) -> dict[str, int]:

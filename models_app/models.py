@@ -73,12 +73,20 @@ class Deployment(models.Model):
     status_detail = models.TextField(blank=True)
     created_by = models.ForeignKey("clusterpanel.User", null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
+    revision = models.PositiveIntegerField(default=1, help_text="Goes up with each re-plan; its engine restarts.")
+    is_default = models.BooleanField(default=False, help_text="Offered first on the chat page.")
+    engine = models.JSONField(default=dict, blank=True)  # the engine's state: loading progress, servers' pids
 
     class Meta:
         ordering = ["-created"]
 
     def __str__(self) -> str:
         return f"{self.model} #{self.pk}"
+
+    @property
+    def queue(self) -> str:
+        """The Celery queue its engine worker takes jobs from."""
+        return f"engine.{self.pk}"
 
     def set_status(self, status: str, detail: str = "") -> None:
         from clusterpanel.broadcast import broadcast

@@ -26,9 +26,11 @@ def head_machine() -> planner.Machine:
     return planner.Machine("head", max(available - reserve, 0), speed)
 
 
-def claimed_bytes(node: Node) -> int:
-    """Memory that running deployments already hold on this laptop."""
+def claimed_bytes(node: Node, replacing: Deployment | None = None) -> int:
+    """Memory that running deployments (but the one being re-planned) already hold on this laptop."""
     stages = DeploymentStage.objects.filter(node=node, deployment__status__in=Deployment.ACTIVE)
+    if replacing is not None:
+        stages = stages.exclude(deployment=replacing)
     return sum(sum(stage.memory.values()) for stage in stages)
 
 
@@ -37,18 +39,19 @@ def hop_seconds(node: Node) -> float:
     return ROUND_TRIPS_PER_TOKEN * check.report["rtt_median_ms"] / 1000 if check else 0.001
 
 
-def machine_for(node: Node) -> planner.Machine:
+def machine_for(node: Node, replacing: Deployment | None = None) -> planner.Machine:
     usable = node.usable_bytes()
     if usable is None:
         raise PlanningError(f"{node} has not been probed yet; probe it first.")
-    return planner.Machine(node.name, max(usable - claimed_bytes(node), 0), node.speed_gb_s or DEFAULT_SPEED_GB_S,
-                           hop_seconds(node))
+    return planner.Machine(node.name, max(usable - claimed_bytes(node, replacing), 0),
+                           node.speed_gb_s or DEFAULT_SPEED_GB_S, hop_seconds(node))
 
 
 def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
               head: planner.Machine | None = None, manual: list[int] | None = None,
-              head_layers: bool = False) -> planner.Plan:
-    """`head_layers`: whether the panel's own machine may hold layers too (it always holds the embedding)."""
+              head_layers: bool = False, replacing: Deployment | None = None) -> planner.Plan:
+    """`head_layers`: whether the panel's own machine may hold layers too (it always holds the embedding).
+    `replacing`: a deployment being re-planned, whose own memory on the laptops counts as free."""
     if ctx < 64 or ctx > max(model.context_length, 64):
         raise PlanningError(f"Context must be between 64 and {model.context_length} tokens (the model's own).")
     if mode not in ("fastest", "memory", "even", "manual"):
@@ -57,7 +60,7 @@ def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastes
         raise PlanningError("Choose at least one laptop, or let the head hold layers.")
     options = planner.Options(ctx=ctx, head_may_hold_layers=head_layers)
     head = head or head_machine()
-    laptops = [machine_for(node) for node in nodes]
+    laptops = [machine_for(node, replacing) for node in nodes]
     found = planner.plan_mode(mode, planner.shape_of(model), head, laptops, options, manual)
     if found is None:
         raise PlanningError(planner.explain_no_fit(planner.shape_of(model), head, laptops, options, mode).explain())

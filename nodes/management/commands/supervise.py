@@ -1,4 +1,5 @@
-"""Keep rpc-servers and their SSH tunnels alive (runs under `make run`)."""
+"""Keep rpc-servers and their SSH tunnels alive, and one engine worker per ready deployment (runs under
+`make run`)."""
 
 import signal
 import time
@@ -6,6 +7,7 @@ import time
 from django.core.management.base import BaseCommand
 from django.db import close_old_connections
 
+from jobs.engines import Engines
 from nodes.supervisor import Supervisor
 
 
@@ -16,14 +18,16 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=1.0)
 
     def handle(self, interval: float, **options) -> None:
-        supervisor, running = Supervisor(), [True]
+        supervisor, engines, running = Supervisor(), Engines(), [True]
         signal.signal(signal.SIGTERM, lambda *_: running.clear())
         try:
             while running:
                 close_old_connections()
                 supervisor.tick()
+                engines.tick()
                 time.sleep(interval)
         except KeyboardInterrupt:
             pass
         finally:
+            engines.close()
             supervisor.close()

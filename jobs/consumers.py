@@ -1,0 +1,51 @@
+from channels.db import database_sync_to_async
+from channels.generic.websocket import AsyncJsonWebsocketConsumer
+
+from jobs import queueing, stream
+from jobs.models import Job
+
+
+class JobConsumer(AsyncJsonWebsocketConsumer):
+    """A job's tokens and status, for its owner or a lab admin. A socket opened mid-stream first gets
+    what was already generated, then the rest; each token once, in order (by sequence number)."""
+
+    async def connect(self) -> None:
+        user = self.scope["user"]
+        self.job_id = int(self.scope["url_route"]["kwargs"]["pk"])
+        job = await database_sync_to_async(Job.objects.filter(pk=self.job_id).first)()
+        if not user.is_authenticated or job is None or not (job.user_id == user.pk or user.is_lab_admin):
+            await self.close(code=4403)
+            return
+        self.group, self.last_seq = stream.group(self.job_id), 0
+        await self.channel_layer.group_add(self.group, self.channel_name)  # before reading: nothing falls between
+        await self.accept()
+        kept = await database_sync_to_async(stream.kept)(self.job_id)
+        for event in kept:
+            await self.relay(event)
+        job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
+        if job.is_finished and not any(event.get("event") == "done" for event in kept):
+            await self.send_json({"event": "done", **job.summary()})
+        elif not kept:
+            place = await database_sync_to_async(queueing.position)(job)
+            await self.send_json({"event": "queue", "position": place} if place else
+                                 {"event": "status", "status": job.status})
+
+    async def disconnect(self, code: int) -> None:
+        if hasattr(self, "group"):
+            await self.channel_layer.group_discard(self.group, self.channel_name)
+
+    async def relay(self, event: dict) -> None:
+        seq = event.get("seq")
+        if seq is not None:
+            if seq <= self.last_seq:
+                return
+            self.last_seq = seq
+        await self.send_json(event)
+
+    async def job_event(self, message: dict) -> None:
+        await self.relay(message["payload"])
+
+    async def receive_json(self, content: dict, **kwargs) -> None:
+        if content.get("action") == "cancel":
+            job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
+            await database_sync_to_async(queueing.cancel)(job)

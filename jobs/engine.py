@@ -1,0 +1,190 @@
+"""One deployment's model, loaded once in this process with its rpc-servers, and the jobs it runs.
+
+It lives in the child process of a Celery worker dedicated to the deployment
+(jobs/engines.py starts one per ready deployment): llama.cpp aborts the whole
+process when an rpc-server vanishes, and a child of that worker loses nothing
+but itself. Jobs arrive through jobs/tasks.py, which claims them first.
+"""
+
+import contextlib
+import ctypes
+import logging
+import re
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from jobs import llamacpp
+from jobs.oneshot import LAYER_PLACED
+
+log = logging.getLogger(__name__)
+EXCEEDS = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+class ContextExceeded(EngineError):
+    pass
+
+
+@dataclass
+class Result:
+    text: str = ""
+    finish_reason: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    prompt_seconds: float | None = None
+    first_token_at: float | None = None  # time.time()
+    cancelled: bool = False
+    tokens: list[str] = field(default_factory=list)
+
+
+class LogCapture:
+    """llama.cpp's log lines in this process, kept (for placement) and passed on to the worker log.
+    One per process, never freed: llama.cpp still logs while the interpreter shuts down."""
+
+    _instance: "LogCapture | None" = None
+
+    @classmethod
+    def start(cls) -> "LogCapture":
+        if cls._instance is None:
+            cls._instance = cls()
+        cls._instance.lines = []
+        return cls._instance
+
+    def __init__(self) -> None:
+        import llama_cpp
+
+        self.lines: list[str] = []
+        self._callback = llama_cpp.llama_log_callback(self._on_line)  # kept: C holds only a pointer
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_line(self, level: int, text: bytes, user_data) -> None:
+        line = text.decode(errors="replace")
+        self.lines.append(line)
+        if level in (2, 3):
+            log.warning("llama.cpp: %s", line.rstrip())
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+@contextlib.contextmanager
+def progress_reported(report: Callable[[float], None]) -> Iterator[None]:
+    """llama-cpp-python takes no load-progress callback, so give its model parameters one while it loads."""
+    from llama_cpp import llama as llama_module
+
+    api = llama_module.llama_cpp
+    original = api.llama_model_default_params
+
+    def on_progress(progress: float, user_data) -> bool:
+        report(float(progress))
+        return True
+
+    callback = api.llama_progress_callback(on_progress)
+
+    def with_progress():
+        params = original()
+        params.progress_callback = callback
+        return params
+
+    api.llama_model_default_params = with_progress
+    try:
+        yield
+    finally:
+        api.llama_model_default_params = original
+
+
+class Engine:
+    def __init__(self, model_path: str, endpoints: list[str], n_gpu_layers: int, tensor_split: list[int],
+                 ctx: int, expected_devices: list[str]) -> None:
+        self.model_path, self.endpoints, self.ctx = model_path, endpoints, ctx
+        self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
+        self.llm = None
+
+    def load(self, progress: Callable[[float], None]) -> None:
+        """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
+        capture = LogCapture.start()
+        if self.endpoints:
+            llamacpp.register_rpc_servers(self.endpoints)
+        from llama_cpp import Llama
+
+        try:
+            with progress_reported(progress):
+                self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx, verbose=True,
+                                 n_gpu_layers=self.n_gpu_layers if self.endpoints else 0,
+                                 tensor_split=[float(x) for x in self.tensor_split] or None)
+        except (ValueError, RuntimeError) as exc:
+            raise EngineError(f"llama.cpp could not load the model: {exc}") from None
+        placed = {int(layer): device for layer, device in LAYER_PLACED.findall(capture.text())}
+        found = [placed.get(i) for i in range(len(self.expected))]
+        if self.endpoints and found != self.expected:
+            raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
+
+    def chat_prompt(self, messages: list[dict]) -> tuple[list[int], list[str]]:
+        """The tokens llama-cpp-python's chat handler would build from the model's own template, and its stops."""
+        from llama_cpp import llama_chat_format
+
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise EngineError("This model has no chat template; use a completion instead.")
+        vocab = self.llm._model
+
+        def piece(token_id: int) -> str:
+            return vocab.token_get_text(token_id) if token_id >= 0 else ""
+
+        formatter = llama_chat_format.Jinja2ChatFormatter(
+            template=template, eos_token=piece(self.llm.token_eos()), bos_token=piece(self.llm.token_bos()),
+            stop_token_ids=[self.llm.token_eos()])
+        formatted = formatter(messages=messages)
+        tokens = self.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
+        stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
+        return tokens, stops
+
+    def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
+            cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Result:
+        """Generate from prompt tokens; `on_token` per token; stops within one token of `cancelled()`."""
+        import llama_cpp
+
+        result = Result(prompt_tokens=len(prompt))
+        limit = self.ctx - len(prompt)
+        if limit <= 0:
+            raise ContextExceeded(f"Context length exceeded: the prompt has {len(prompt)} tokens and the "
+                                  f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
+        llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
+        seed = params.get("seed")
+        if seed is not None:
+            self.llm.set_seed(seed)
+        chunks = self.llm.create_completion(
+            prompt, stream=True, max_tokens=min(params["max_tokens"], limit), temperature=params["temperature"],
+            top_p=params["top_p"], top_k=params["top_k"], repeat_penalty=params["repeat_penalty"],
+            stop=[*params.get("stop", []), *extra_stops] or None, seed=seed)
+        try:
+            for chunk in chunks:
+                choice = chunk["choices"][0]
+                if choice.get("finish_reason"):
+                    result.finish_reason = choice["finish_reason"]
+                text = choice.get("text", "")
+                if text or not choice.get("finish_reason"):
+                    if result.first_token_at is None:
+                        result.first_token_at = time.time()
+                    result.completion_tokens += 1
+                    result.tokens.append(text)
+                    on_token(text)
+                if cancelled():
+                    result.cancelled, result.finish_reason = True, "cancelled"
+                    break
+        except ValueError as exc:
+            match = EXCEEDS.search(str(exc))
+            if match:
+                raise ContextExceeded(f"Context length exceeded: the prompt has {match[1]} tokens and the "
+                                      f"deployment's context is {match[2]}.") from None
+            raise
+        finally:
+            chunks.close()
+        perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
+        result.prompt_seconds = perf.t_p_eval_ms / 1000 if perf.n_p_eval else None
+        result.text = "".join(result.tokens)
+        return result

@@ -1,0 +1,115 @@
+"""Jobs for the engine (chat, completion, batch items), conversations, and batches.
+
+The database is the truth about a job: queue messages only wake the engine up,
+and the engine claims a job atomically before running it, so a message delivered
+twice runs nothing twice and a message lost is found again (jobs/queueing.py).
+"""
+
+from django.conf import settings
+from django.db import models
+from django.utils import timezone
+
+
+class JobStatus(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    RUNNING = "running", "Running"
+    SUCCEEDED = "succeeded", "Succeeded"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+
+
+class JobKind(models.TextChoices):
+    CHAT = "chat", "Chat"
+    COMPLETION = "completion", "Completion"
+    BATCH_ITEM = "batch_item", "Batch item"
+
+
+FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+
+
+class Conversation(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="conversations")
+    deployment = models.ForeignKey("models_app.Deployment", null=True, blank=True, on_delete=models.SET_NULL)
+    title = models.CharField(max_length=200, blank=True)
+    system_prompt = models.TextField(blank=True)
+    params = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated"]
+
+    def __str__(self) -> str:
+        return self.title or f"Conversation {self.pk}"
+
+
+class Batch(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="batches")
+    deployment = models.ForeignKey("models_app.Deployment", on_delete=models.PROTECT, related_name="batches")
+    name = models.CharField(max_length=200)
+    input_format = models.CharField(max_length=10)  # "jsonl" (OpenAI Batch) or "csv"
+    rejected = models.JSONField(default=list, blank=True)  # [{"line": n, "reason": "..."}]
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+
+class Job(models.Model):
+    kind = models.CharField(max_length=12, choices=JobKind.choices)
+    deployment = models.ForeignKey("models_app.Deployment", on_delete=models.PROTECT, related_name="jobs")
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    messages = models.JSONField(default=list, blank=True)  # chat: [{"role": ..., "content": ...}]
+    prompt = models.TextField(blank=True)  # completion
+    params = models.JSONField(default=dict, blank=True)  # validated by jobs/params.py
+    status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
+    error = models.TextField(blank=True)
+    output = models.TextField(blank=True)
+    finish_reason = models.CharField(max_length=20, blank=True)
+    prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
+    completion_tokens = models.PositiveIntegerField(null=True, blank=True)
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+    started = models.DateTimeField(null=True, blank=True)
+    first_token = models.DateTimeField(null=True, blank=True)
+    finished = models.DateTimeField(null=True, blank=True)
+    prompt_seconds = models.FloatField(null=True, blank=True)  # prompt processing, as llama.cpp timed it
+    attempts = models.PositiveSmallIntegerField(default=0)
+    retry_of = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retry")
+    conversation = models.ForeignKey(Conversation, null=True, blank=True, on_delete=models.CASCADE,
+                                     related_name="jobs")
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="items")
+    line = models.PositiveIntegerField(null=True, blank=True)  # the batch file's line
+    custom_id = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["created", "pk"]
+        indexes = [models.Index(fields=["deployment", "status", "created"])]
+
+    def __str__(self) -> str:
+        return f"job {self.pk} ({self.kind}, {self.status})"
+
+    @property
+    def is_finished(self) -> bool:
+        return self.status in FINISHED
+
+    def timings(self) -> dict:
+        """Queue wait, time to first token, prompt and generation speed, total: seconds and tokens/s."""
+        def seconds(a, b):
+            return (b - a).total_seconds() if a and b else None
+
+        generating = seconds(self.first_token, self.finished)
+        return {
+            "queue_wait_s": seconds(self.created, self.started),
+            "time_to_first_token_s": seconds(self.started, self.first_token),
+            "prompt_tokens_per_s": (self.prompt_tokens / self.prompt_seconds
+                                    if self.prompt_tokens and self.prompt_seconds else None),
+            "tokens_per_s": ((self.completion_tokens - 1) / generating
+                             if self.completion_tokens and self.completion_tokens > 1 and generating else None),
+            "total_s": seconds(self.created, self.finished),
+            "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+        }
+
+    def summary(self) -> dict:
+        return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,
+                "output": self.output, "finish_reason": self.finish_reason, "deployment": self.deployment_id,
+                "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings()}

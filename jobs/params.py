@@ -1,0 +1,77 @@
+"""Generation parameters: one validation for the chat page, the APIs and batch files.
+
+Bad values raise ParamError with a sentence a person can act on; nothing here
+ever lets a request reach the engine with a value llama.cpp would choke on.
+"""
+
+from dataclasses import asdict, dataclass, field
+
+
+class ParamError(ValueError):
+    pass
+
+
+@dataclass(frozen=True)
+class Params:
+    temperature: float = 0.7
+    top_p: float = 0.95
+    top_k: int = 40
+    max_tokens: int = 256
+    seed: int | None = None
+    stop: list[str] = field(default_factory=list)
+    repeat_penalty: float = 1.0
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+LIMITS = {  # name: (type, lowest, highest)
+    "temperature": (float, 0.0, 2.0),
+    "top_p": (float, 0.0, 1.0),
+    "top_k": (int, 0, 1000),
+    "max_tokens": (int, 1, 32768),
+    "seed": (int, 0, 2**31 - 1),
+    "repeat_penalty": (float, 0.0, 2.0),
+}
+MAX_STOPS, MAX_STOP_CHARS = 4, 100
+
+
+def number(name: str, value, kind: type, low, high):
+    if isinstance(value, bool) or value is None or value == "":
+        raise ParamError(f"{name} must be a number between {low} and {high}.")
+    try:
+        parsed = kind(value) if kind is float else int(str(value).strip())
+    except (TypeError, ValueError):
+        raise ParamError(f"{name} must be {'a whole number' if kind is int else 'a number'} "
+                         f"between {low} and {high}, not {value!r}.") from None
+    if parsed != parsed or not low <= parsed <= high:  # NaN compares unequal to itself
+        raise ParamError(f"{name} must be between {low} and {high}, not {value!r}.")
+    return parsed
+
+
+def stops(value) -> list[str]:
+    if value in (None, "", []):
+        return []
+    items = [value] if isinstance(value, str) else value
+    if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
+        raise ParamError("stop must be a string or a list of strings.")
+    if len(items) > MAX_STOPS or any(not item or len(item) > MAX_STOP_CHARS for item in items):
+        raise ParamError(f"stop takes up to {MAX_STOPS} non-empty strings of at most {MAX_STOP_CHARS} characters.")
+    return items
+
+
+def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
+    """Params from a mapping of user input (unknown names are refused, so typos do not pass silently)."""
+    raw = dict(raw or {})
+    unknown = sorted(set(raw) - set(LIMITS) - {"stop"})
+    if unknown:
+        raise ParamError(f"Unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. "
+                         f"Known: {', '.join([*LIMITS, 'stop'])}.")
+    values = {}
+    for name, (kind, low, high) in LIMITS.items():
+        if raw.get(name) is not None and not (name == "seed" and raw.get(name) == ""):
+            if name == "max_tokens" and max_tokens_limit:
+                high = min(high, max_tokens_limit)
+            values[name] = number(name, raw[name], kind, low, high)
+    values["stop"] = stops(raw.get("stop"))
+    return Params(**values)

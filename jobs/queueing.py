@@ -1,0 +1,87 @@
+"""Putting jobs in front of a deployment's engine, cancelling them, and telling where they stand.
+
+Queue messages are only wake-up calls: the engine claims a job in the database
+before running it (`claim`), so a message delivered twice runs nothing twice,
+and an engine that starts re-sends the messages of every job still queued.
+"""
+
+from django.db import transaction
+from django.db.models import F
+from django.utils import timezone
+
+from clusterpanel.broadcast import broadcast
+from jobs import stream
+from jobs.models import Job, JobStatus
+from models_app.models import Deployment, DeploymentStatus
+
+USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
+
+
+class QueueError(Exception):
+    pass
+
+
+def cancel_key(job_id: int) -> str:
+    return f"job:{job_id}:cancel"
+
+
+def check_deployment(deployment: Deployment) -> None:
+    if deployment.status not in USABLE:
+        raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
+                         "not ready: choose a ready deployment.")
+
+
+def submit(job: Job) -> Job:
+    """Save a new job and wake its deployment's engine once the row is committed."""
+    check_deployment(job.deployment)
+    job.save()
+    transaction.on_commit(lambda: wake(job))
+    return job
+
+
+def wake(job: Job) -> None:
+    from jobs.tasks import run_job
+
+    run_job.apply_async((job.pk,), queue=job.deployment.queue)
+
+
+def wake_all(deployment: Deployment) -> int:
+    """Re-send a message for every job still queued (messages may have died with an engine)."""
+    queued = list(Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED))
+    for job in queued:
+        wake(job)
+    return len(queued)
+
+
+def claim(job_id: int) -> Job | None:
+    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken)."""
+    taken = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
+        status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1)
+    return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id) if taken else None
+
+
+def position(job: Job) -> int:
+    """1 for the next job to run; 0 when it is not waiting."""
+    if job.status != JobStatus.QUEUED:
+        return 0
+    return Job.objects.filter(deployment=job.deployment_id, status=JobStatus.QUEUED,
+                              created__lt=job.created).count() + 1
+
+
+def announce_positions(deployment_id: int) -> None:
+    """Tell every waiting job's listeners where it now stands."""
+    waiting = Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).values_list("pk", flat=True)
+    for place, job_id in enumerate(waiting, start=1):
+        broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
+
+
+def cancel(job: Job) -> Job:
+    """A queued job is cancelled at once; a running one stops within one token (the engine checks)."""
+    if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED,
+                                                                       finished=timezone.now()):
+        job.refresh_from_db()
+        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        announce_positions(job.deployment_id)
+    elif job.status == JobStatus.RUNNING:
+        stream.store().set(cancel_key(job.pk), 1, ex=3600)
+    return job

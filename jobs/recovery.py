@@ -1,0 +1,121 @@
+"""When a laptop dies under a running job: name it, re-plan on the laptops left, reload, retry the job.
+
+Blame comes from the laptops themselves, over SSH: a laptop whose rpc-server is
+gone, or is not the process the engine loaded onto (the supervisor restarts dead
+servers within seconds, so "running again" is not "never died"), or that does
+not answer at all.
+"""
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+
+from clusterpanel.broadcast import broadcast
+from jobs import queueing, stream
+from jobs.models import Job, JobStatus
+from models_app import deploy
+from models_app.models import Deployment, DeploymentStatus
+from models_app.planning import PlanningError, as_record, make_plan
+from nodes import rpcserver, ssh
+from nodes.models import RpcServer
+
+log = logging.getLogger(__name__)
+
+
+def dead_laptops(deployment: Deployment) -> dict[str, str]:
+    """Laptop name → what happened to it, for each laptop whose rpc-server is not the one the engine used."""
+    loaded = deployment.engine.get("servers", {})
+    dead = {}
+    for stage in deployment.stages.select_related("node", "server"):
+        server, node = stage.server, stage.node
+        if server is None:
+            continue
+        try:
+            state = rpcserver.state(node.ssh_target(), node.install_dir, server.port)
+        except ssh.SSHError as exc:
+            dead[node.name] = f"it does not answer over SSH ({exc})"
+            continue
+        server.refresh_from_db()
+        if not state.running:
+            dead[node.name] = f"its rpc-server {rpcserver.why_it_ended(state.log_tail)}"
+        elif loaded.get(node.name) and state.pid != loaded[node.name]:
+            reason = (server.last_death or "").split("\n", 1)[0] or "it ended"
+            dead[node.name] = f"its rpc-server {reason} (the panel has started a new one since)"
+    return dead
+
+
+def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
+    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+    from jobs import runner
+    from jobs.tasks import recover_deployment
+
+    what = "; ".join(f"{name}: {why}" for name, why in dead.items())
+    for job in interrupted:
+        runner.finish(job, JobStatus.FAILED, error=f"Stopped: {', '.join(dead)} stopped answering during "
+                                                   f"generation ({what}).")
+    deployment.set_status(DeploymentStatus.DEGRADED,
+                          f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
+    recover_deployment.delay(deployment.pk, list(dead), [job.pk for job in interrupted])
+
+
+def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
+    """Re-plan without the dead laptops; if the model still fits, bring it back and retry each job once."""
+    stages = list(deployment.stages.select_related("node", "server"))
+    remaining = [stage.node for stage in stages if stage.node.name not in dead]
+    try:
+        if not remaining:
+            raise PlanningError("no laptop is left.")
+        plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment)
+    except PlanningError as exc:
+        why = f"It no longer fits without {', '.join(dead)}: {exc}"
+        deployment.set_status(DeploymentStatus.DEGRADED, f"{deployment.status_detail} {why}".strip())
+        for job in Job.objects.filter(pk__in=job_ids):
+            job.error = f"{job.error} Not retried. {why}"
+            job.save(update_fields=["error"])
+            broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        return
+    with transaction.atomic():
+        for stage in stages:
+            if stage.node.name in dead and stage.server:
+                RpcServer.objects.filter(pk=stage.server_id).update(wanted=False)
+        kept = {stage.node.name: stage.server for stage in stages if stage.node.name not in dead}
+        deployment.stages.all().delete()
+        deployment.plan = as_record(plan)
+        deployment.revision += 1
+        deployment.engine = {}
+        deployment.save(update_fields=["plan", "revision", "engine"])
+        by_name = {node.name: node for node in remaining}
+        for position, stage in enumerate(plan.stages[1:]):
+            deployment.stages.create(position=position, node=by_name[stage.machine.name], first_layer=stage.first,
+                                     layer_count=stage.count, memory=stage.memory.__dict__,
+                                     server=kept.get(stage.machine.name))
+    unused = [server for name, server in kept.items() if name not in {s.machine.name for s in plan.stages[1:]}]
+    for server in unused:
+        RpcServer.objects.filter(pk=server.pk).update(wanted=False)
+    deployment.set_status(DeploymentStatus.PREPARING, f"Re-planned on {', '.join(by_name)} without "
+                                                      f"{', '.join(dead)}; waiting for their rpc-servers.")
+    try:
+        deploy.wait_for_servers(list(deployment.stages.select_related("node")))
+    except deploy.DeployError as exc:
+        deploy.stop(deployment, DeploymentStatus.FAILED, str(exc))
+        return
+    deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
+                                                  "failed; the engine reloads the model.")
+    retry(job_ids)
+
+
+def retry(job_ids: list[int]) -> None:
+    """A new job for each failed one, as long as it has retries left (JOB_RETRIES, 1 by default)."""
+    allowed = int(getattr(settings, "JOB_RETRIES", 1))
+    for job in Job.objects.filter(pk__in=job_ids, status=JobStatus.FAILED):
+        depth, earlier = 0, job
+        while earlier.retry_of_id:
+            depth, earlier = depth + 1, earlier.retry_of
+        if depth >= allowed:
+            continue
+        again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
+                    prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
+                    batch=job.batch, line=job.line, custom_id=job.custom_id)
+        queueing.submit(again)
+        broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})

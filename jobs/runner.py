@@ -1,0 +1,170 @@
+"""The engine worker's child: one deployment's model kept loaded between jobs, and each job run on it.
+
+The child knows its deployment and revision from the environment its engine
+worker was started with (jobs/engines.py). When it starts it first settles what
+its predecessor left: a job still RUNNING was interrupted — by a laptop whose
+rpc-server died (then that job fails naming it, and the deployment is re-planned),
+or by the engine itself (then the job runs again; its result was never stored).
+"""
+
+import logging
+import os
+import time
+from datetime import UTC, datetime
+
+from django.db import close_old_connections
+from django.utils import timezone
+
+from clusterpanel.broadcast import broadcast
+from jobs import queueing, stream
+from jobs.engine import ContextExceeded, Engine, EngineError
+from jobs.models import Job, JobKind, JobStatus
+from models_app.models import Deployment, DeploymentStatus
+
+log = logging.getLogger(__name__)
+ENV_DEPLOYMENT, ENV_REVISION = "CLUSTERPANEL_ENGINE_DEPLOYMENT", "CLUSTERPANEL_ENGINE_REVISION"
+MAX_ENGINE_STOPS = 2  # an engine that died twice under the same job (no laptop to blame) gives up on it
+
+
+class State:
+    engine: Engine | None = None
+    retired = False  # this child's deployment changed under it: it takes no more jobs
+    out: stream.JobStream | None = None
+
+
+def deployment_id() -> int | None:
+    value = os.environ.get(ENV_DEPLOYMENT)
+    return int(value) if value else None
+
+
+def current(deployment: Deployment) -> bool:
+    return (not State.retired and deployment.pk == deployment_id()
+            and deployment.revision == int(os.environ.get(ENV_REVISION, "0"))
+            and deployment.status in queueing.USABLE)
+
+
+def on_child_start() -> None:
+    """Settle interrupted jobs, then re-send every queued job's message (some may have died with us)."""
+    from jobs import recovery
+
+    close_old_connections()
+    deployment = Deployment.objects.filter(pk=deployment_id()).first()
+    if deployment is None:
+        return
+    interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
+    if interrupted:
+        dead = recovery.dead_laptops(deployment)
+        if dead:
+            State.retired = True
+            recovery.laptops_died(deployment, dead, interrupted)
+            return
+        for job in interrupted:
+            if job.attempts >= MAX_ENGINE_STOPS:
+                finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
+                                                    "see the engine worker's log.")
+            else:
+                Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED)
+    from jobs.tasks import load_engine
+
+    load_engine.apply_async((deployment.pk,), queue=deployment.queue)  # loading shows before the first job
+    queueing.wake_all(deployment)
+
+
+def warm_up(deployment_pk: int) -> None:
+    close_old_connections()
+    deployment = Deployment.objects.get(pk=deployment_pk)
+    if current(deployment):
+        engine_for(deployment)
+
+
+def engine_for(deployment: Deployment) -> Engine:
+    if State.engine is None:
+        State.engine = load(deployment)
+    return State.engine
+
+
+def load(deployment: Deployment) -> Engine:
+    from models_app.deploy import endpoints, expected_devices
+
+    plan, last = deployment.plan, [0.0]
+    servers = {s.node.name: s.server.pid for s in deployment.stages.select_related("node", "server") if s.server}
+
+    def report(progress: float) -> None:
+        if progress >= 1.0 or time.monotonic() - last[0] > 0.3:
+            last[0] = time.monotonic()
+            set_engine(deployment, state="loading", progress=round(progress, 3))
+
+    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
+    engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
+                    deployment.ctx, expected_devices(plan))
+    try:
+        engine.load(report)
+    except EngineError as exc:
+        set_engine(deployment, state="failed", detail=str(exc))
+        deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
+        State.retired = True
+        raise
+    set_engine(deployment, state="ready", progress=1.0)
+    return engine
+
+
+def set_engine(deployment: Deployment, **fields) -> None:
+    deployment.engine = {**deployment.engine, **fields}
+    Deployment.objects.filter(pk=deployment.pk).update(engine=deployment.engine)
+    broadcast(f"deployment_{deployment.pk}", "deployment.engine", deployment.engine)
+
+
+def run(job_id: int) -> None:
+    close_old_connections()
+    job = Job.objects.select_related("deployment").filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.QUEUED or not current(job.deployment):
+        return  # done already, or for the next engine of this deployment: it re-sends the message
+    job = queueing.claim(job_id)
+    if job is None:
+        return
+    queueing.announce_positions(job.deployment_id)
+    State.out = State.out or stream.JobStream()
+    out = State.out
+    out.start(job.pk)
+    out.event(job.pk, "status", {"status": JobStatus.RUNNING})
+    try:
+        engine = engine_for(job.deployment)
+        result = generate(engine, job, out)
+    except ContextExceeded as exc:
+        finish(job, JobStatus.FAILED, error=str(exc))
+        return
+    except EngineError as exc:
+        finish(job, JobStatus.FAILED, error=str(exc))
+        return
+    status = JobStatus.CANCELLED if result.cancelled else JobStatus.SUCCEEDED
+    finish(job, status, output=result.text, finish_reason=result.finish_reason,
+           prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+           prompt_seconds=result.prompt_seconds,
+           first_token=datetime.fromtimestamp(result.first_token_at, tz=UTC) if result.first_token_at else None)
+
+
+def generate(engine: Engine, job: Job, out: stream.JobStream):
+    cancel_key, store = queueing.cancel_key(job.pk), out.redis
+    if job.kind == JobKind.COMPLETION:
+        prompt, stops = engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), []
+    else:
+        prompt, stops = engine.chat_prompt(job.messages)
+    return engine.run(prompt, job.params, lambda text: out.token(job.pk, text),
+                      lambda: bool(store.exists(cancel_key)), stops)
+
+
+def finish(job: Job, status: str, **fields) -> None:
+    """Store the outcome once: only the attempt that holds the job may write it."""
+    written = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts).update(
+        status=status, finished=timezone.now(), **fields)
+    if not written:
+        return
+    job.refresh_from_db()
+    if State.out:
+        State.out.event(job.pk, "done", job.summary())
+        State.out.flush()
+    else:
+        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+    stream.store().delete(queueing.cancel_key(job.pk))
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})

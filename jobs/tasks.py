@@ -1,0 +1,32 @@
+from celery import shared_task
+from celery.signals import worker_process_init
+
+from jobs import runner
+
+
+@worker_process_init.connect
+def settle_on_start(**kwargs) -> None:
+    """In an engine worker's child, before it takes a job: settle what the last child left behind."""
+    if runner.deployment_id() is not None:
+        runner.on_child_start()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def run_job(job_id: int) -> None:
+    """Runs in the deployment's engine worker (queue `engine.<id>`)."""
+    runner.run(job_id)
+
+
+@shared_task(ignore_result=True)
+def load_engine(deployment_id: int) -> None:
+    """The first message an engine child sends itself: load the model before any job needs it."""
+    runner.warm_up(deployment_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) -> None:
+    """Runs in an ordinary worker: the deployment's own engine is being replaced."""
+    from jobs import recovery
+    from models_app.models import Deployment
+
+    recovery.recover(Deployment.objects.get(pk=deployment_id), dead, job_ids)

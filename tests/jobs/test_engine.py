@@ -1,0 +1,101 @@
+"""The engine on a real deployment: tokens stream to a socket one by one and equal a single-process run;
+cancel stops within a token; a laptop killed mid-generation fails the job by name, the deployment is
+re-planned on the laptops left and the job retried."""
+
+import time
+
+import pytest
+import requests
+
+from jobs import oneshot, queueing
+from jobs.models import Job, JobKind, JobStatus
+from models_app.models import DeploymentStatus
+from nodes import ssh
+from nodes.models import ActionKind, RpcServer
+from tests.conftest import wait_until
+from tests.jobs.cluster import GREEDY, chat, deploy_bundled, end_engines, engine_ready, listen
+from tests.nodes.laptops import register_all
+
+QUESTION = "Name three colours and say one thing about each."
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob):
+    laptops = register_all(lan(3), then=ActionKind.PROBE)
+    deployment = deploy_bundled(laptops)
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+def test_a_chat_streams_token_by_token_and_equals_a_single_process_run(cluster, bob):
+    job = chat(cluster, bob, QUESTION, max_tokens=32)
+    events = listen(job, bob)
+    tokens = [e for e in events if e["event"] == "token"]
+    assert len(tokens) == 32, "one message per generated token"
+    assert [e["seq"] for e in tokens] == sorted(e["seq"] for e in tokens)
+    done = events[-1]
+    assert done["status"] == JobStatus.SUCCEEDED and done["timings"]["completion_tokens"] == 32
+    assert done["timings"]["time_to_first_token_s"] > 0 and done["timings"]["tokens_per_s"] > 0
+    reference = oneshot.complete([], "", 32, ctx=cluster.ctx, chat=[{"role": "user", "content": QUESTION}])
+    assert "".join(e["text"] for e in tokens) == reference["text"] == Job.objects.get(pk=job.pk).output
+    assert [e["text"] for e in tokens] == reference["pieces"]
+
+
+def test_a_socket_opened_mid_stream_gets_everything_once(cluster, bob):
+    job = chat(cluster, bob, QUESTION, max_tokens=48)
+    wait_until(lambda: len(queueing.stream.kept(job.pk)) > 10, 60, "ten tokens out")
+    events = listen(job, bob)
+    seqs = [e["seq"] for e in events if "seq" in e]
+    assert seqs == list(range(1, len(seqs) + 1)), "every event once, in order, from the first"
+    assert "".join(e["text"] for e in events if e["event"] == "token") == Job.objects.get(pk=job.pk).output
+
+
+def test_cancel_stops_generation_within_one_token(cluster, bob):
+    job = chat(cluster, bob, QUESTION, max_tokens=2000)
+    asked = {}
+
+    async def cancel_after_five(comm, events):
+        if "at" not in asked and sum(e["event"] == "token" for e in events) >= 5:
+            asked["at"] = time.time()
+            await comm.send_json_to({"action": "cancel"})
+
+    events = listen(job, bob, on_event=cancel_after_five)
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED and job.finish_reason == "cancelled"
+    after = [e for e in events if e["event"] == "token" and e["t"] > asked["at"]]
+    assert len(after) <= 1, f"{len(after)} tokens came after the cancel"
+    assert job.completion_tokens < 20
+
+
+def test_a_prompt_longer_than_the_context_fails_with_the_numbers(cluster, bob):
+    job = queueing.submit(Job(kind=JobKind.COMPLETION, deployment=cluster, user=bob,
+                              prompt="word " * 1500, params={**GREEDY, "max_tokens": 8}))
+    done = listen(job, bob)[-1]
+    assert done["status"] == JobStatus.FAILED
+    assert "Context length exceeded" in done["error"] and "1024" in done["error"]
+
+
+def test_a_laptop_killed_mid_generation_fails_the_job_by_name_then_the_retry_succeeds(
+        cluster, bob, web_server, celery_worker):
+    job = chat(cluster, bob, QUESTION, max_tokens=2000)
+    wait_until(lambda: len(queueing.stream.kept(job.pk)) > 5, 60, "generation under way")
+    victim = cluster.stages.select_related("node", "server").get(position=1)
+    ssh.run(victim.node.ssh_target(), ["kill", "-9", str(victim.server.pid)])
+
+    wait_until(lambda: Job.objects.get(pk=job.pk).status == JobStatus.FAILED, 60, "the job to fail")
+    job.refresh_from_db()
+    assert victim.node.name in job.error and "killed (signal 9)" in job.error
+    wait_until(lambda: Job.objects.filter(retry_of=job).exists(), 120, "the retry")
+    retry = Job.objects.get(retry_of=job)
+    wait_until(lambda: Job.objects.get(pk=retry.pk).is_finished, 180, "the retry to finish")
+    retry.refresh_from_db()
+    assert retry.status == JobStatus.SUCCEEDED, retry.error
+    cluster.refresh_from_db()
+    assert cluster.status == DeploymentStatus.READY and cluster.revision == 2
+    assert cluster.stages.count() == 2 and victim.node.name not in {s.node.name for s in cluster.stages.all()}
+    assert not RpcServer.objects.get(pk=victim.server_id).wanted
+    assert requests.get(web_server + "/healthz", timeout=5).status_code in (200, 503), "web server still up"
+    assert celery_worker.poll() is None, "the ordinary worker is still up"
