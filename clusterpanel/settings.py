@@ -130,6 +130,14 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
+# Models uploaded from browsers: chunks land in UPLOAD_DIR under server-chosen names, finished files are
+# hard-linked into MODELS_DIR (so both must stay on one filesystem). Unfinished uploads go after a day.
+UPLOAD_DIR = DATA_DIR / "uploads"
+MODELS_DIR = DATA_DIR / "models"
+UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 << 20)
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 256 << 30)
+UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
+
 # Where the llama.cpp builds are cached (see scripts/build_llama.py).
 BUILD_CACHE_DIR = Path(
     env_str("CLUSTERPANEL_CACHE", str(Path.home() / ".cache" / "clusterpanel"))
