@@ -125,13 +125,17 @@ def append(upload_id, offset: int, body: BinaryIO, length: int) -> GgufModel | N
 def write_chunk(part: BinaryIO, body: BinaryIO, length: int) -> int:
     start = part.tell()
     remaining = length
-    while remaining and (block := body.read(min(COPY_BYTES, remaining))):
-        part.write(block)
-        remaining -= len(block)
+    try:
+        while remaining and (block := body.read(min(COPY_BYTES, remaining))):
+            part.write(block)
+            remaining -= len(block)
+        part.flush()
+    except OSError as exc:  # a full disk, mostly: say so rather than fail in a way the browser retries
+        part.truncate(start)
+        raise ChunkRefused(f"The panel could not store the chunk: {exc.strerror or exc}.") from None
     if remaining:  # the body ended early: keep only whole chunks, so offsets stay honest
         part.truncate(start)
         raise ChunkRefused(f"The chunk arrived incomplete ({length - remaining} of {length} bytes); send it again.")
-    part.flush()
     return start + length
 
 
@@ -161,6 +165,9 @@ def finish(upload: Upload, part: BinaryIO) -> GgufModel:
     except FileExistsError:
         discard(upload)
         raise UploadError(f"{final} already exists; upload the file again under another name.") from None
+    except OSError as exc:
+        discard(upload)
+        raise UploadError(f"The panel could not put the file into {final.parent}: {exc.strerror or exc}.") from None
     try:
         model = register_path(final, upload.model_name)
     except LibraryError as exc:

@@ -107,3 +107,14 @@ def test_it_lets_only_lab_admins_upload(client, alice, bob, empty_folders):
     assert send(client, url, b"GGUF", 0).status_code == 403
     assert client.delete(url).status_code == 403
     assert Upload.objects.get().received == 0 and Upload.objects.count() == 1
+
+
+def test_it_never_replaces_a_file_already_in_the_models_folder(admin, model_bytes):
+    there = Path(settings.MODELS_DIR) / "m.gguf"
+    there.parent.mkdir(parents=True)
+    there.write_bytes(b"someone else's file")
+    answer = send_all(admin, start(admin, "m.gguf", len(model_bytes)).json()["url"], model_bytes, CHUNK)
+    assert answer.status_code == 422 and "already exists; upload the file again" in answer.json()["error"]
+    assert there.read_bytes() == b"someone else's file"
+    assert not Upload.objects.exists() and not GgufModel.objects.exists()
+    assert not any(Path(settings.UPLOAD_DIR).iterdir())
