@@ -130,10 +130,11 @@ CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 
-# Models uploaded from browsers: chunks land in UPLOAD_DIR under server-chosen names, finished files are
-# hard-linked into MODELS_DIR (so both must stay on one filesystem). Unfinished uploads go after a day.
-UPLOAD_DIR = DATA_DIR / "uploads"
-MODELS_DIR = DATA_DIR / "models"
+# Models uploaded from browsers end as MODELS_DIR/<name>.gguf. Their chunks gather in MODELS_DIR/.uploads
+# under server-chosen names: on the same filesystem (even when MODELS_DIR is its own volume, as in
+# docker-compose.yml), so a finished file is hard-linked into place, never copied. Unfinished ones go after a day.
+MODELS_DIR = Path(env_str("MODELS_DIR", str(DATA_DIR / "models"))).resolve()
+UPLOAD_DIR = MODELS_DIR / ".uploads"
 UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 << 20)
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 256 << 30)
 UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
