@@ -134,6 +134,15 @@ CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jo
 # How many times a job interrupted by a laptop's death is retried after the re-plan.
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
+# Models uploaded from browsers end as MODELS_DIR/<name>.gguf. Their chunks gather in MODELS_DIR/.uploads
+# under server-chosen names: on the same filesystem (even when MODELS_DIR is its own volume, as in
+# docker-compose.yml), so a finished file is hard-linked into place, never copied. Unfinished ones go after a day.
+MODELS_DIR = Path(env_str("MODELS_DIR", str(DATA_DIR / "models"))).resolve()
+UPLOAD_DIR = MODELS_DIR / ".uploads"
+UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 << 20)
+UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 256 << 30)
+UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
+
 # Where the llama.cpp builds are cached (see scripts/build_llama.py).
 BUILD_CACHE_DIR = Path(
     env_str("CLUSTERPANEL_CACHE", str(Path.home() / ".cache" / "clusterpanel"))

@@ -57,15 +57,26 @@ def _largest(reader: gguf.GGUFReader, key: str) -> int:
     return int(max(found.parts[i].tolist()[0] for i in found.data))
 
 
-def _open(path: Path) -> gguf.GGUFReader:
+def check_header(head: bytes, label: str) -> None:
+    """The first 8 bytes of a file: GGUF's magic and a version the reader knows, so an upload that is
+    not a model is refused after its first chunk."""
+    if head[:4] != b"GGUF":
+        raise GGUFError(f"{label} is not a GGUF file (it starts with {head[:4]!r}, not b'GGUF').")
+    if len(head) < 8:
+        raise GGUFError(f"{label} is damaged or truncated: it ends inside its header.")
+    versions = {int.from_bytes(head[4:8], order) for order in ("little", "big")}  # files of either byte order
+    if not versions & set(gguf.READER_SUPPORTED_VERSIONS):
+        raise GGUFError(f"{label} is damaged or truncated: it says GGUF version {int.from_bytes(head[4:8], 'little')}, "
+                        f"and the panel reads versions {', '.join(map(str, gguf.READER_SUPPORTED_VERSIONS))}.")
+
+
+def _open(path: Path, label: str) -> gguf.GGUFReader:
     with open(path, "rb") as handle:
-        magic = handle.read(4)
-    if magic != b"GGUF":
-        raise GGUFError(f"{path.name} is not a GGUF file (it starts with {magic!r}, not b'GGUF').")
+        check_header(handle.read(8), label)
     try:
         return gguf.GGUFReader(str(path))
     except Exception as exc:  # the reader fails in many ways on damaged files; all mean the same here
-        raise GGUFError(f"{path.name} is damaged or truncated: {exc}") from None
+        raise GGUFError(f"{label} is damaged or truncated: {exc}") from None
 
 
 def _file_type(reader: gguf.GGUFReader) -> str:
@@ -76,22 +87,24 @@ def _file_type(reader: gguf.GGUFReader) -> str:
         return f"type {code}"
 
 
-def read_metadata(path: Path) -> ModelMetadata:
+def read_metadata(path: Path, label: str = "") -> ModelMetadata:
+    """`label` names the file in errors when its path means nothing to the reader (an upload's part file)."""
     path = Path(path)
+    label = label or path.name
     if not path.is_file():
         raise GGUFError(f"There is no file at {path}.")
     size = path.stat().st_size
-    reader = _open(path)
+    reader = _open(path, label)
     arch = _scalar(reader, "general.architecture")
     if arch not in KNOWN_ARCHITECTURES:
-        raise GGUFError(f"{path.name} is for the architecture {arch!r}, which llama.cpp does not know.")
+        raise GGUFError(f"{label} is for the architecture {arch!r}, which llama.cpp does not know.")
     n_layer = _scalar(reader, f"{arch}.block_count")
     if not n_layer:
-        raise GGUFError(f"{path.name} does not say how many layers it has ({arch}.block_count).")
+        raise GGUFError(f"{label} does not say how many layers it has ({arch}.block_count).")
     layers, others = [0] * n_layer, {}
     for tensor in reader.tensors:
         if tensor.data_offset + tensor.n_bytes > size:
-            raise GGUFError(f"{path.name} is truncated: tensor {tensor.name} ends past the end of the file.")
+            raise GGUFError(f"{label} is truncated: tensor {tensor.name} ends past the end of the file.")
         match = LAYER_TENSOR.match(tensor.name)
         if match and int(match.group(1)) < n_layer:
             layers[int(match.group(1))] += int(tensor.n_bytes)

@@ -1,3 +1,7 @@
+import uuid
+from pathlib import Path
+
+from django.conf import settings
 from django.db import models
 
 from models_app.gguf_meta import ModelMetadata
@@ -112,3 +116,28 @@ class DeploymentStage(models.Model):
     class Meta:
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["deployment", "node"], name="a_laptop_once_per_deployment")]
+
+
+class Upload(models.Model):
+    """A GGUF file arriving from a browser in chunks. The part file's length is the truth about what
+    arrived; `received` mirrors it for pages. The row goes once the file is registered or refused."""
+
+    id = models.UUIDField(primary_key=True, default=uuid.uuid4, editable=False)
+    owner = models.ForeignKey("clusterpanel.User", on_delete=models.CASCADE, related_name="uploads")
+    name = models.CharField(max_length=255)  # the browser's file name: shown, never used as a path
+    modified = models.BigIntegerField()  # the browser's lastModified (ms): with name and size, the same file again
+    model_name = models.SlugField(max_length=80, unique=True)  # reserved until the upload ends
+    size = models.BigIntegerField()
+    received = models.BigIntegerField(default=0)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["-updated"]
+
+    def __str__(self) -> str:
+        return self.name
+
+    @property
+    def part_path(self) -> Path:
+        return Path(settings.UPLOAD_DIR) / f"{self.pk}.part"

@@ -1,3 +1,4 @@
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
@@ -6,7 +7,7 @@ from clusterpanel.auth import lab_admin_required
 from models_app.forms import RegisterPathForm
 from models_app.gguf_meta import ModelMetadata, bytes_by_kind
 from models_app.library import LibraryError, register_path
-from models_app.models import GgufModel
+from models_app.models import GgufModel, Upload
 
 
 @lab_admin_required
@@ -20,7 +21,9 @@ def model_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"{model.name} added; its checksum is being computed.")
             return redirect("models:detail", name=model.name)
-    return render(request, "models_app/list.html", {"models": GgufModel.objects.all(), "form": form})
+    return render(request, "models_app/list.html", {
+        "models": GgufModel.objects.all(), "form": form, "upload_limit": settings.UPLOAD_MAX_BYTES,
+        "unfinished": Upload.objects.filter(owner=request.user)})
 
 
 @lab_admin_required
