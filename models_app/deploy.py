@@ -11,7 +11,6 @@ from django.db import transaction
 
 from jobs import oneshot
 from jobs.llamacpp import LlamaCppError
-from models_app import preseed
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from models_app.planning import as_record, make_plan
 from nodes import install, probe, ssh
@@ -102,6 +101,8 @@ def wait_for_servers(stages: list[DeploymentStage]) -> None:
 
 
 def fill_caches(deployment: Deployment, stages: list[DeploymentStage]) -> None:
+    from models_app import preseed  # here: web processes import this module and never copy weights
+
     deployment.set_status(DeploymentStatus.PREPARING, "Copying each laptop's share of the weights into its "
                           "rpc-server cache, so that the load sends only their hashes.")
     try:
