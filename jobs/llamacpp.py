@@ -32,9 +32,10 @@ def _loaded_library(soname_prefix: str) -> ctypes.CDLL:
     import llama_cpp
 
     llama_cpp.llama_backend_init()  # loads libllama and, through it, its libggml
+    here = lib_dir().resolve()  # the maps name real paths; a virtualenv may be reached through a symlink
     for line in Path("/proc/self/maps").read_text().splitlines():
         path = line.split()[-1]
-        if Path(path).name.startswith(soname_prefix) and Path(path).parent == lib_dir():
+        if Path(path).name.startswith(soname_prefix) and Path(path).parent == here:
             return ctypes.CDLL(path)
     return ctypes.CDLL(soname_prefix.rstrip("."))
 

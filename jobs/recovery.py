@@ -96,7 +96,10 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
     deployment.set_status(DeploymentStatus.PREPARING, f"Re-planned on {', '.join(by_name)} without "
                                                       f"{', '.join(dead)}; waiting for their rpc-servers.")
     try:
-        deploy.wait_for_servers(list(deployment.stages.select_related("node")))
+        stages = list(deployment.stages.select_related("node"))
+        deploy.wait_for_servers(stages)
+        if deployment.preseed:
+            deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
     except deploy.DeployError as exc:
         deploy.stop(deployment, DeploymentStatus.FAILED, str(exc))
         return

@@ -9,3 +9,6 @@ class DeploymentConsumer(AdminGroupConsumer):
 
     async def deployment_status(self, event: dict) -> None:
         await self.send_json({"type": "status", **event["payload"]})
+
+    async def deployment_preseed(self, event: dict) -> None:
+        await self.send_json({"type": "preseed", **event["payload"]})

@@ -1,4 +1,4 @@
-"""A deployment's life: planned, preparing (runtime and rpc-servers), loading, ready; and stopping.
+"""A deployment's life: planned, preparing (runtime, rpc-servers, their tensor caches), loading, ready; and stopping.
 
 Loading here is a verification load: llama.cpp loads the model across the
 deployment's servers with the plan's `n_gpu_layers`/`tensor_split`, and the
@@ -26,13 +26,13 @@ class DeployError(Exception):
 
 
 def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest", user=None,
-           manual: list[int] | None = None, head_layers: bool = False) -> Deployment:
+           manual: list[int] | None = None, head_layers: bool = False, preseed: bool = True) -> Deployment:
     """Plan and record a deployment (raises PlanningError with numbers when nothing fits)."""
     plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers)
     by_name = {node.name: node for node in nodes}
     with transaction.atomic():
         deployment = Deployment.objects.create(model=model, ctx=ctx, mode=mode, plan=as_record(plan),
-                                               created_by=user)
+                                               created_by=user, preseed=preseed)
         for position, stage in enumerate(plan.stages[1:]):
             DeploymentStage.objects.create(deployment=deployment, position=position,
                                            node=by_name[stage.machine.name], first_layer=stage.first,
@@ -56,6 +56,8 @@ def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
             ensure_runtime(stage.node)
             start_server(stage)
         wait_for_servers(stages)
+        if deployment.preseed:
+            fill_caches(deployment, stages)
         deployment.set_status(DeploymentStatus.LOADING, "Loading the model across the laptops.")
         verify_load(deployment, stages, measure_peak)
         deployment.set_status(DeploymentStatus.READY, "Every layer is where the plan put it.")
@@ -81,7 +83,7 @@ def start_server(stage: DeploymentStage) -> None:
     server, _ = RpcServer.objects.update_or_create(
         node=stage.node, port=port,
         defaults={"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None})
-    # The port is free, so a stage still naming this server belongs to a deployment that has ended.
+    # The port is free again once an earlier deployment stopped: its stage lets go of the server row.
     DeploymentStage.objects.filter(server=server).exclude(pk=stage.pk).update(server=None)
     stage.server = server
     stage.save(update_fields=["server"])
@@ -98,6 +100,17 @@ def wait_for_servers(stages: list[DeploymentStage]) -> None:
                for s in servers if s.status != ServerStatus.RUNNING]
     raise DeployError(f"rpc-servers did not come up within {SERVERS_UP_WITHIN_S} s: {', '.join(waiting)}. "
                       "Is the supervisor running? (`make run` starts it.)")
+
+
+def fill_caches(deployment: Deployment, stages: list[DeploymentStage]) -> None:
+    from models_app import preseed  # here: web processes import this module and never copy weights
+
+    deployment.set_status(DeploymentStatus.PREPARING, "Copying each laptop's share of the weights into its "
+                          "rpc-server cache, so that the load sends only their hashes.")
+    try:
+        preseed.fill_caches(deployment, stages)
+    except preseed.PreseedError as exc:
+        raise DeployError(str(exc)) from None
 
 
 def endpoints(deployment: Deployment) -> list[str]:

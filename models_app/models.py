@@ -36,6 +36,9 @@ class GgufModel(models.Model):
     file_type = models.CharField(max_length=40)
     layer_bytes = models.JSONField(default=list)
     other_tensors = models.JSONField(default=dict)
+    # {"file": {size, mtime_ns}, "tensors": {name: {hash, offset, size}}} (models_app/tensor_cache.py);
+    # null until computed, which models registered before this field get on their first pre-seeded deployment.
+    tensor_hashes = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -75,6 +78,7 @@ class Deployment(models.Model):
     plan = models.JSONField()
     status = models.CharField(max_length=10, choices=DeploymentStatus.choices, default=DeploymentStatus.PLANNED)
     status_detail = models.TextField(blank=True)
+    preseed = models.BooleanField(default=True, help_text="Copy each laptop's cached tensors over SSH before the load.")
     created_by = models.ForeignKey("clusterpanel.User", null=True, blank=True, on_delete=models.SET_NULL)
     created = models.DateTimeField(auto_now_add=True)
     revision = models.PositiveIntegerField(default=1, help_text="Goes up with each re-plan; its engine restarts.")
@@ -112,6 +116,7 @@ class DeploymentStage(models.Model):
     memory = models.JSONField()
     server = models.OneToOneField("nodes.RpcServer", null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="stage")
+    preseed = models.JSONField(default=dict, blank=True)  # the cache copy's progress and outcome
 
     class Meta:
         ordering = ["position"]

@@ -23,6 +23,9 @@ class PlanForm(forms.Form):
     ctx = forms.IntegerField(min_value=64, max_value=1_048_576, initial=2048, label="Context (tokens)")
     head_layers = forms.BooleanField(required=False, label="The panel's machine may hold layers too")
     mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="fastest")
+    preseed = forms.BooleanField(required=False, initial=True, label="Pre-seed the laptops' tensor caches",
+                                 help_text="Copy each laptop's weights over SSH first, in parallel; "
+                                           "the load then sends only hashes, and a redeploy copies nothing.")
 
     def chosen_nodes(self) -> list[Node]:
         return list(self.cleaned_data["nodes"]) or list(Node.objects.filter(status=NodeStatus.READY))
@@ -55,7 +58,7 @@ def create_deployment(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         deployment = deploy.create(data["model"], form.chosen_nodes(), data["ctx"], data["mode"],
-                                   user=request.user, head_layers=data["head_layers"])
+                                   user=request.user, head_layers=data["head_layers"], preseed=data["preseed"])
     except PlanningError as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return redirect("models:plan")

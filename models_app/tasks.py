@@ -4,12 +4,14 @@ import time
 from celery import shared_task
 
 from clusterpanel.broadcast import broadcast
+from models_app import tensor_cache
 from models_app.models import GgufModel, ModelStatus
 
 
 @shared_task(acks_late=True)
 def checksum(model_id: int) -> str:
-    """sha256 of the model file, with progress, so deployments can tell files apart."""
+    """sha256 of the model file, with progress, so deployments can tell files apart; then the FNV-1a
+    hashes of its big tensors, the names the rpc-servers' caches give them (models_app/tensor_cache.py)."""
     model = GgufModel.objects.get(pk=model_id)
     digest, done, last = hashlib.sha256(), 0, 0.0
     try:
@@ -20,10 +22,11 @@ def checksum(model_id: int) -> str:
                 if time.monotonic() - last > 0.5:
                     last = time.monotonic()
                     report(model, progress=done / model.size)
+        hashes = tensor_cache.hash_tensors(model.path)
     except OSError as exc:
         report(model, status=ModelStatus.FAILED, status_detail=f"Cannot read {model.path}: {exc.strerror}")
         return model.status
-    report(model, sha256=digest.hexdigest(), progress=1.0, status=ModelStatus.READY)
+    report(model, sha256=digest.hexdigest(), tensor_hashes=hashes, progress=1.0, status=ModelStatus.READY)
     return model.status
 
 
@@ -33,7 +36,8 @@ def report(model: GgufModel, progress: float | None = None, **fields) -> None:
     GgufModel.objects.filter(pk=model.pk).update(**fields)
     for name, value in fields.items():
         setattr(model, name, value)
-    broadcast(f"model_{model.pk}", "model.progress", {"id": model.pk, **{k: str(v) for k, v in fields.items()}})
+    shown = {k: str(v) for k, v in fields.items() if k != "tensor_hashes"}
+    broadcast(f"model_{model.pk}", "model.progress", {"id": model.pk, **shown})
 
 
 @shared_task(acks_late=True)

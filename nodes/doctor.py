@@ -78,6 +78,17 @@ def disk(facts: dict) -> list[Finding]:
     return []
 
 
+def tensor_cache(node: Node, facts: dict) -> list[Finding]:
+    size = facts.get("rpc_cache") or 0
+    if size < 2**20:
+        return []
+    return [Finding(OK, f"rpc-server tensor cache holds {size / GiB:.2f} GiB",
+                    "Weights kept from earlier deployments, so that a redeploy sends only their hashes. "
+                    "Stopping a deployment keeps them; files are named by content, so old ones do no harm.",
+                    f"To reclaim the space: `rm -rf {node.install_dir}/cache/rpc` on the laptop "
+                    "(the next deployment copies what it needs again).")]
+
+
 def link(node: Node) -> list[Finding]:
     check = node.link_checks.first()
     if check is None:
@@ -137,4 +148,5 @@ def diagnose(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:
         return [ssh_access(node), Finding(WARN, "Not probed yet", fix="Probe the laptop.")]
     facts = probe.facts
     return [ssh_access(node), cpu_features(facts), *memory(facts), *power_and_heat(facts), *disk(facts),
+            *tensor_cache(node, facts),
             *link(node), *clock(facts), *runtime(node, facts, bundle), *servers(node, bundle)]

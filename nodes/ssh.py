@@ -172,23 +172,27 @@ class Pushed:
     resumed_from: int
 
 
-def push(target: SSHTarget, local: Path, remote: str,
-         progress: Callable[[int, int], None] | None = None, chunk: int = 1 << 20) -> Pushed:
-    """Copy `local` to `remote` over SFTP through `remote`.part, resuming a part left by an earlier try."""
-    size, remote, partial = local.stat().st_size, remote_path(remote), remote_path(remote) + ".part"
+def push(target: SSHTarget, local: Path, remote: str, progress: Callable[[int, int], None] | None = None,
+         chunk: int = 1 << 20, start: int = 0, length: int | None = None) -> Pushed:
+    """Copy `local` (or its `length` bytes from `start`) to `remote` over SFTP through `remote`.part,
+    resuming a part left by an earlier try; `remote` appears whole or not at all."""
+    size = local.stat().st_size - start if length is None else length
+    remote, partial = remote_path(remote), remote_path(remote) + ".part"
     try:
         with pooled(target).open_sftp() as sftp:
             offset = _partial_size(sftp, partial)
             offset = offset if offset <= size else 0
             with open(local, "rb") as source, sftp.open(partial, "ab" if offset else "wb") as dest:
                 dest.set_pipelined(True)
-                source.seek(offset)
+                source.seek(start + offset)
                 done = offset
-                while block := source.read(chunk):
+                while done < size and (block := source.read(min(chunk, size - done))):
                     dest.write(block)
                     done += len(block)
                     if progress:
                         progress(done, size)
+            if done != size:
+                raise OSError(f"{local.name} ended {size - done} bytes early")
             sftp.posix_rename(partial, remote)
     except (OSError, EOFError, paramiko.SSHException) as exc:
         forget(target)

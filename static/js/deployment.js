@@ -1,12 +1,34 @@
-// Deployment page: its state changes in place; a finished preparation reloads the table of servers.
+// Deployment page: its state changes in place; each laptop's cache copy shows its bytes and rate;
+// a finished preparation reloads the table of servers.
 import { live } from "./live.js";
 
 const detail = document.getElementById("deployment-detail");
 const badge = document.getElementById("deployment-status");
-live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
-  if (message.type !== "status") return;
+const MiB = 2 ** 20;
+
+function showStatus(message) {
   badge.textContent = message.label;
   badge.className = `badge state-${message.status}`;
   detail.textContent = message.detail;
   if (["ready", "failed", "stopped"].includes(message.status)) setTimeout(() => location.reload(), 500);
+}
+
+function showPreseed(row) {
+  const cell = document.getElementById(`preseed-${row.position}`);
+  if (!cell) return;
+  const done = row.bytes_done ?? 0;
+  const total = row.bytes_total ?? row.cached_bytes ?? 0;
+  let text = `${row.state}: ${(done / MiB).toFixed(0)} of ${(total / MiB).toFixed(0)} MiB`;
+  if (row.mb_per_s) text += ` · ${row.mb_per_s} MB/s`;
+  if (row.state === "done") text = `done: ${(row.sent / MiB).toFixed(0)} MiB sent, ${(row.already / MiB).toFixed(0)} MiB already there`;
+  if (row.message && row.state !== "copying") text = `${row.state}: ${row.message}`;
+  cell.innerHTML = '<span class="message"></span> <progress></progress>';
+  cell.querySelector(".message").textContent = text;
+  cell.querySelector("progress").max = total || 1;
+  cell.querySelector("progress").value = row.state === "done" ? total || 1 : done;
+}
+
+live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
+  if (message.type === "status") showStatus(message);
+  else if (message.type === "preseed") showPreseed(message);
 });

@@ -34,6 +34,7 @@ def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
         assert page.locator("#plan-memory .main-svg").count() >= 1, "the memory chart is drawn"
         page.click("button:has-text('Deploy')")
         page.wait_for_selector("#deployment-status:has-text('Ready')", timeout=120_000)
+        page.wait_for_selector("td[id^=preseed-]:has-text('done')")  # the laptops' tensor caches were pre-seeded
     deployment = Deployment.objects.get()
     assert deployment.status == DeploymentStatus.READY
     assert deployment.stages.count() >= 2, "no single laptop could hold it"

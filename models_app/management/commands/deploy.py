@@ -21,8 +21,10 @@ class Command(BaseCommand):
         parser.add_argument("--head-layers", action="store_true", help="let the panel's machine hold layers too")
         parser.add_argument("--measure-peak", action="store_true",
                             help="verify with a prompt that fills the context and measure memory at that peak")
+        parser.add_argument("--no-preseed", dest="preseed", action="store_false",
+                            help="do not copy the tensors into the laptops' rpc-server caches before the load")
 
-    def handle(self, model, nodes, ctx, mode, head_layers, **options):
+    def handle(self, model, nodes, ctx, mode, head_layers, preseed, **options):
         found = GgufModel.objects.filter(name=model).first()
         if found is None:
             raise CommandError(f"No model named {model!r}; see `manage.py addmodel` or the Models page.")
@@ -32,7 +34,8 @@ class Command(BaseCommand):
         if missing:
             raise CommandError(f"No laptop named {', '.join(missing)}.")
         try:
-            deployment = deploy.create(found, [chosen[n] for n in names], ctx, mode, head_layers=head_layers)
+            deployment = deploy.create(found, [chosen[n] for n in names], ctx, mode, head_layers=head_layers,
+                                       preseed=preseed)
         except PlanningError as exc:
             raise CommandError(f"Nothing was started: {exc}") from None
         self.show(deployment.plan)
