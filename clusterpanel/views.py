@@ -1,7 +1,7 @@
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import redirect_to_login
 from django.http import HttpRequest, HttpResponse, JsonResponse
-from django.shortcuts import render
+from django.shortcuts import redirect, render
 
 from clusterpanel import status
 from clusterpanel.auth import lab_admin_required
@@ -10,8 +10,9 @@ from clusterpanel.auth import lab_admin_required
 def home(request: HttpRequest) -> HttpResponse:
     from nodes.models import Node
 
-    nodes = Node.objects.all() if request.user.is_lab_admin else []
-    return render(request, "home.html", {"nodes": nodes})
+    if not request.user.is_lab_admin:
+        return redirect("chat:home")  # end users come to talk to the model
+    return render(request, "home.html", {"nodes": Node.objects.all()})
 
 
 @lab_admin_required

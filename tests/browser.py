@@ -40,4 +40,4 @@ def log_in(page, base_url: str, username: str, password: str) -> None:
     page.fill("#id_username", username)
     page.fill("#id_password", password)
     page.click("button[type=submit]")
-    page.wait_for_url(f"{base_url}/")
+    page.wait_for_url(lambda url: "/login/" not in url)

@@ -1,0 +1,84 @@
+"""Conversations on the chat page: turns, the messages sent to the model, and answers as safe HTML.
+
+A turn is one chat job: its last message is what the user typed, its output the
+answer. A job retried after a laptop failed is shown by its retry.
+"""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from markdown_it import MarkdownIt
+
+from jobs import queueing
+from jobs.models import Conversation, Job, JobKind, JobStatus
+from jobs.params import Params
+from models_app.models import Deployment, DeploymentStatus
+
+MAX_MESSAGE_CHARS = 32_000
+# Raw HTML off: model output is text, and Markdown is only ever rendered into escaped, link-checked HTML.
+MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+
+
+class ChatError(ValueError):
+    pass
+
+
+@dataclass
+class Turn:
+    job: Job
+    question: str
+
+    @property
+    def answer_html(self) -> str:
+        return render(self.job.output)
+
+
+def render(text: str) -> str:
+    return MARKDOWN.render(text)
+
+
+def ready_deployments():
+    return Deployment.objects.filter(status__in=queueing.USABLE).select_related("model").order_by(
+        "-is_default", "-created")
+
+
+def default_deployment() -> Deployment | None:
+    return ready_deployments().first()
+
+
+def turns(conversation: Conversation) -> list[Turn]:
+    jobs = conversation.jobs.filter(retry__isnull=True).order_by("created", "pk")
+    return [Turn(job, job.messages[-1]["content"] if job.messages else "") for job in jobs]
+
+
+def history(conversation: Conversation) -> list[dict]:
+    """The messages so far, as the model sees them: the system prompt, then each finished turn."""
+    messages = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
+    for turn in turns(conversation):
+        if turn.job.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and turn.job.output:
+            messages += [{"role": "user", "content": turn.question},
+                         {"role": "assistant", "content": turn.job.output}]
+    return messages
+
+
+def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment) -> Job:
+    text = text.strip()
+    if not text:
+        raise ChatError("Type a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ChatError(f"That message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
+    if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
+        raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
+    if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
+        raise ChatError("The last answer is still coming; wait for it or stop it first.")
+    with transaction.atomic():
+        if not conversation.title:
+            conversation.title = text[:60] + ("…" if len(text) > 60 else "")
+        conversation.deployment, conversation.params = deployment, params.as_dict()
+        conversation.save()
+        job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
+                  messages=[*history(conversation), {"role": "user", "content": text}], params=params.as_dict())
+        try:
+            return queueing.submit(job)
+        except queueing.QueueError as exc:
+            raise ChatError(str(exc)) from None

@@ -1,0 +1,86 @@
+"""The chat page: a signed-in user's conversations with a ready deployment."""
+
+import json
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs import chat, queueing
+from jobs.models import Conversation, Job
+from jobs.params import LIMITS, ParamError, validate
+
+
+def own_conversation(request: HttpRequest, pk: int) -> Conversation:
+    return get_object_or_404(Conversation, pk=pk, user=request.user)
+
+
+def chat_home(request: HttpRequest) -> HttpResponse:
+    latest = request.user.conversations.first()
+    if latest is None:
+        latest = Conversation.objects.create(user=request.user, deployment=chat.default_deployment())
+    return redirect("chat:conversation", pk=latest.pk)
+
+
+@require_POST
+def new_conversation(request: HttpRequest) -> HttpResponse:
+    current = request.user.conversations.first()
+    conversation = Conversation.objects.create(
+        user=request.user, deployment=chat.default_deployment(),
+        system_prompt=current.system_prompt if current else "", params=current.params if current else {})
+    return redirect("chat:conversation", pk=conversation.pk)
+
+
+def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = own_conversation(request, pk)
+    deployments = list(chat.ready_deployments())
+    chosen = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
+    return render(request, "jobs/chat.html", {
+        "conversation": conversation, "conversations": request.user.conversations.all()[:50],
+        "turns": chat.turns(conversation), "deployments": deployments, "chosen": chosen,
+        "params": {**chat.Params().as_dict(), **conversation.params}, "limits": LIMITS,
+    })
+
+
+@require_POST
+def send(request: HttpRequest, pk: int) -> JsonResponse:
+    """JSON in ({text, system_prompt, deployment, params}), JSON out: the job to listen to, or why not."""
+    conversation = own_conversation(request, pk)
+    try:
+        body = json.loads(request.body or b"{}")
+        if not isinstance(body, dict):
+            raise ValueError
+    except ValueError:
+        return JsonResponse({"error": "The request was not the JSON the page sends; reload the page."}, status=400)
+    try:
+        params = validate(body.get("params") if isinstance(body.get("params"), dict) else {})
+        deployment = chat.ready_deployments().filter(pk=body.get("deployment") or 0).first()
+        if deployment is None:
+            raise chat.ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
+        system = str(body.get("system_prompt") or "")[:chat.MAX_MESSAGE_CHARS]
+        if system != conversation.system_prompt:
+            conversation.system_prompt = system
+            conversation.save(update_fields=["system_prompt"])
+        job = chat.ask(conversation, str(body.get("text") or ""), params, deployment)
+    except (ParamError, chat.ChatError) as exc:
+        return JsonResponse({"error": str(exc)}, status=400)
+    return JsonResponse({"job": job.pk, "position": queueing.position(job), "title": conversation.title})
+
+
+def own_job(request: HttpRequest, pk: int) -> Job:
+    job = get_object_or_404(Job, pk=pk)
+    if job.user_id != request.user.pk and not request.user.is_lab_admin:
+        raise Http404
+    return job
+
+
+def answer(request: HttpRequest, pk: int) -> JsonResponse:
+    """A finished answer as safe HTML, with its timings (the page swaps the streamed text for it)."""
+    job = own_job(request, pk)
+    return JsonResponse({"html": chat.render(job.output), **job.summary()})
+
+
+@require_POST
+def stop(request: HttpRequest, pk: int) -> JsonResponse:
+    job = queueing.cancel(own_job(request, pk))
+    return JsonResponse({"status": job.status})

@@ -1,0 +1,157 @@
+// The chat page: send a message, then render the answer token by token as the engine makes it.
+// Tokens are text (textContent, never HTML); the finished answer is swapped for the server's safe Markdown.
+const root = document.getElementById("chat");
+const form = document.getElementById("ask");
+const input = document.getElementById("text");
+const sendButton = document.getElementById("send");
+const stopButton = document.getElementById("stop");
+const errorBox = document.getElementById("ask-error");
+const turns = document.getElementById("turns");
+const csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
+const scheme = location.protocol === "https:" ? "wss" : "ws";
+let current = null;  // {job, li}
+
+const url = (template, id) => template.replace("/0/", `/${id}/`);
+
+async function post(path, body) {
+  const response = await fetch(path, {
+    method: "POST", body: body === undefined ? undefined : JSON.stringify(body),
+    headers: { "X-CSRFToken": csrf, "Content-Type": "application/json" },
+  });
+  const data = await response.json().catch(() => ({ error: `The panel answered ${response.status}.` }));
+  if (!response.ok) throw new Error(data.error || `The panel answered ${response.status}.`);
+  return data;
+}
+
+function params() {
+  const found = {};
+  for (const field of document.querySelectorAll("#params input")) {
+    const value = field.value.trim();
+    if (field.name === "stop") found.stop = value ? value.split("|").map((s) => s.trim()).filter(Boolean) : [];
+    else if (value !== "") found[field.name] = Number(value);
+  }
+  return found;
+}
+
+function turnItem(question) {
+  const li = document.createElement("li");
+  li.className = "turn";
+  li.innerHTML = '<div class="question"></div><div class="answer streaming"></div><div class="meta"></div>' +
+    '<div class="tools"><button type="button" class="link copy">Copy</button></div>';
+  li.querySelector(".question").textContent = question;
+  turns.append(li);
+  return li;
+}
+
+function busy(on) {
+  sendButton.disabled = on;
+  stopButton.hidden = !on;
+}
+
+// Follow one job's events; a dropped socket reopens and the replay is skipped up to what we have.
+function follow(job, li) {
+  current = { job, li };
+  li.dataset.job = job;
+  busy(true);
+  const answer = li.querySelector(".answer");
+  const meta = li.querySelector(".meta");
+  answer.classList.add("streaming");
+  let lastSeq = 0, tokens = 0, firstAt = null, done = false;
+  answer.textContent = "";
+  const open = () => {
+    const socket = new WebSocket(`${scheme}://${location.host}/ws/jobs/${job}/`);
+    socket.onmessage = (message) => {
+      const event = JSON.parse(message.data);
+      if (event.seq !== undefined) {
+        if (event.seq <= lastSeq) return;
+        lastSeq = event.seq;
+      }
+      if (event.event === "queue") meta.textContent = `Waiting: number ${event.position} in the queue…`;
+      else if (event.event === "status") meta.textContent = "Thinking…";
+      else if (event.event === "token") {
+        answer.textContent += event.text;
+        tokens += 1;
+        firstAt = firstAt || event.t;
+        const rate = tokens > 1 ? (tokens - 1) / (event.t - firstAt) : 0;
+        meta.textContent = `${tokens} tokens${rate ? ` · ${rate.toFixed(1)} tokens/s` : ""}`;
+      } else if (event.event === "retry") {
+        done = true;
+        socket.close();
+        meta.textContent = "A laptop failed; the panel re-planned and is asking again…";
+        follow(event.job, li);
+      } else if (event.event === "done") {
+        done = true;
+        socket.close();
+        finished(job, li);
+      }
+    };
+    socket.onclose = (event) => {
+      if (!done && event.code !== 4403) setTimeout(open, 500);
+    };
+  };
+  open();
+}
+
+async function finished(job, li) {
+  const data = await fetch(url(root.dataset.answer, job)).then((r) => r.json());
+  const answer = li.querySelector(".answer");
+  answer.classList.remove("streaming");
+  answer.innerHTML = data.html;  // rendered on the server from Markdown with raw HTML off
+  const t = data.timings;
+  const meta = li.querySelector(".meta");
+  if (data.status === "failed") {
+    meta.innerHTML = "";
+    const error = document.createElement("span");
+    error.className = "error";
+    error.textContent = data.error;
+    meta.append(error);
+  } else {
+    meta.textContent = [`${t.completion_tokens || 0} tokens`,
+      t.tokens_per_s ? `${t.tokens_per_s.toFixed(1)} tokens/s` : "",
+      t.time_to_first_token_s !== null ? `first token after ${t.time_to_first_token_s.toFixed(2)} s` : "",
+      t.prompt_tokens ? `prompt ${t.prompt_tokens} tokens` : "",
+      data.status === "cancelled" ? "stopped" : ""].filter(Boolean).join(" · ");
+  }
+  li.dataset.status = data.status;
+  if (current && current.job === job) current = null;
+  busy(false);
+}
+
+form.addEventListener("submit", async (event) => {
+  event.preventDefault();
+  errorBox.textContent = "";
+  const text = input.value;
+  try {
+    const data = await post(root.dataset.send, {
+      text, params: params(), deployment: document.getElementById("deployment").value,
+      system_prompt: document.getElementById("system").value,
+    });
+    input.value = "";
+    follow(data.job, turnItem(text));
+  } catch (error) {
+    errorBox.textContent = error.message;
+  }
+});
+
+input.addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    form.requestSubmit();
+  }
+});
+
+stopButton.addEventListener("click", () => {
+  if (current) post(url(root.dataset.stop, current.job)).catch((error) => { errorBox.textContent = error.message; });
+});
+
+turns.addEventListener("click", (event) => {
+  if (!event.target.classList.contains("copy")) return;
+  const text = event.target.closest(".turn").querySelector(".answer").innerText;
+  navigator.clipboard.writeText(text).then(() => { event.target.textContent = "Copied"; },
+    () => { event.target.textContent = "Copy failed"; });
+  setTimeout(() => { event.target.textContent = "Copy"; }, 1500);
+});
+
+for (const li of turns.querySelectorAll(".turn")) {
+  if (li.dataset.status === "queued" || li.dataset.status === "running") follow(Number(li.dataset.job), li);
+}
