@@ -209,8 +209,7 @@ def parse_csv(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Pars
                           "Split it into smaller files.")
     parsed, seen = Parsed("csv"), {}
     for number, cells in rows:
-        given = cells[columns.index("custom_id")].strip() if "custom_id" in columns and \
-            len(cells) == len(columns) else ""
+        given = row_custom_id(number, columns, cells)
         try:
             request = csv_request(number, columns, cells, seen, max_tokens_limit)
         except LineError as exc:
@@ -219,6 +218,14 @@ def parse_csv(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Pars
         seen[request.custom_id] = number
         parsed.requests.append(request)
     return parsed
+
+
+def row_custom_id(number: int, columns: list[str], cells: list[str]) -> str:
+    """The id a row goes by, even when the row is bad: its custom_id cell, else `line-N`."""
+    if "custom_id" not in columns:
+        return f"line-{number}"
+    position = columns.index("custom_id")
+    return cells[position].strip() if position < len(cells) else ""
 
 
 def csv_header(header: list[str] | None) -> list[str]:

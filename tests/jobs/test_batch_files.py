@@ -121,8 +121,9 @@ def test_it_reads_a_csv_with_system_max_tokens_and_custom_id():
 
 
 def test_a_csv_without_custom_ids_gets_them_from_line_numbers():
-    parsed = csv_file("\ufeffPrompt\nOne\n\nTwo\n")
+    parsed = csv_file("\ufeffPrompt,max_tokens\nOne,\n\nTwo,\n,5\n")
     assert [(r.line, r.custom_id) for r in parsed.requests] == [(2, "line-2"), (4, "line-4")]
+    assert parsed.rejected == [{"line": 5, "reason": "The prompt is empty.", "custom_id": "line-5"}]
 
 
 def test_a_csv_row_after_a_multiline_cell_has_its_own_line_number():
