@@ -3,7 +3,7 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
-from jobs.consumers import JobConsumer
+from jobs.consumers import BatchConsumer, JobConsumer
 from models_app.consumers import DeploymentConsumer
 from nodes.consumers import DashboardConsumer, NodeConsumer
 
@@ -13,4 +13,5 @@ websocket_urlpatterns = [
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
     path("ws/deployments/<int:pk>/", DeploymentConsumer.as_asgi()),
     path("ws/jobs/<int:pk>/", JobConsumer.as_asgi()),
+    path("ws/batches/<int:pk>/", BatchConsumer.as_asgi()),
 ]

@@ -134,6 +134,10 @@ CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jo
 # How many times a job interrupted by a laptop's death is retried after the re-plan.
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
+# Batch files (docs/batch.md): the largest file and the most requests one batch may hold.
+BATCH_MAX_BYTES = env_int("BATCH_MAX_BYTES", 20 << 20)
+BATCH_MAX_LINES = env_int("BATCH_MAX_LINES", 10_000)
+
 # Models uploaded from browsers end as MODELS_DIR/<name>.gguf. Their chunks gather in MODELS_DIR/.uploads
 # under server-chosen names: on the same filesystem (even when MODELS_DIR is its own volume, as in
 # docker-compose.yml), so a finished file is hard-linked into place, never copied. Unfinished ones go after a day.

@@ -10,6 +10,7 @@ urlpatterns = [
     path("nodes/", include("nodes.urls")),
     path("models/", include("models_app.urls")),
     path("chat/", include("jobs.chat_urls")),
+    path("jobs/batches/", include("jobs.batch_urls")),
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

@@ -50,6 +50,7 @@ class Batch(models.Model):
     input_format = models.CharField(max_length=10)  # "jsonl" (OpenAI Batch) or "csv"
     rejected = models.JSONField(default=list, blank=True)  # [{"line": n, "reason": "..."}]
     created = models.DateTimeField(auto_now_add=True)
+    cancelled = models.DateTimeField(null=True, blank=True)  # "cancel remaining": no item starts, or is retried, after
 
     class Meta:
         ordering = ["-created"]

@@ -39,6 +39,16 @@ def submit(job: Job) -> Job:
     return job
 
 
+def submit_many(jobs: list[Job]) -> list[Job]:
+    """Save new jobs for one deployment in one statement (a batch file's lines); wake the engine per job on commit."""
+    if not jobs:
+        return jobs
+    check_deployment(jobs[0].deployment)
+    saved = Job.objects.bulk_create(jobs)
+    transaction.on_commit(lambda: [wake(job) for job in saved])
+    return saved
+
+
 def wake(job: Job) -> None:
     from jobs.tasks import run_job
 
@@ -69,10 +79,12 @@ def position(job: Job) -> int:
 
 
 def announce_positions(deployment_id: int) -> None:
-    """Tell every waiting job's listeners where it now stands."""
-    waiting = Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).values_list("pk", flat=True)
-    for place, job_id in enumerate(waiting, start=1):
-        broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
+    """Tell every waiting job's listeners where it now stands. Batch items are counted, not told: a batch
+    page shows counts, and telling thousands of items after every job would cost more than the jobs."""
+    waiting = Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).values_list("pk", "batch_id")
+    for place, (job_id, batch_id) in enumerate(waiting, start=1):
+        if batch_id is None:
+            broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
 
 
 def cancel(job: Job) -> Job:

@@ -115,7 +115,7 @@ def retry(job_ids: list[int]) -> None:
         depth, earlier = 0, job
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
-        if depth >= allowed:
+        if depth >= allowed or (job.batch_id and job.batch.cancelled):
             continue
         again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
                     prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,

@@ -123,6 +123,8 @@ def run(job_id: int) -> None:
     if job is None:
         return
     queueing.announce_positions(job.deployment_id)
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
     State.out = State.out or stream.JobStream()
     out = State.out
     out.start(job.pk)

@@ -1,0 +1,267 @@
+"""Reading a batch file: the OpenAI Batch input format (JSONL) or a CSV of prompts.
+
+Every line is judged on its own: good lines become requests, bad lines are kept
+with their number and a reason a person can act on. A problem that makes the
+whole file unreadable (not UTF-8, a bad CSV header, too many lines) raises
+FileRefused instead. Pure: no database, so the rules are tested line by line.
+"""
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+
+from jobs.params import ParamError, validate
+
+CHAT_URL = "/v1/chat/completions"
+LINE_KEYS = {"custom_id", "method", "url", "body"}
+ROLES = {"system", "user", "assistant", "developer"}  # "developer" is OpenAI's newer name for system
+IGNORED_BODY = {"model", "user"}  # every line runs on the deployment chosen on the page
+CSV_COLUMNS = ("prompt", "system", "max_tokens", "custom_id")
+MAX_CUSTOM_ID = 200
+SHOWN_CHARS = 40
+
+
+class FileRefused(ValueError):
+    def __init__(self, message: str, rejected: list[dict] | None = None) -> None:
+        super().__init__(message)
+        self.rejected = rejected or []
+
+
+class LineError(ValueError):
+    pass
+
+
+@dataclass
+class Request:
+    line: int
+    custom_id: str
+    messages: list[dict]
+    params: dict
+
+
+@dataclass
+class Parsed:
+    format: str  # "jsonl" or "csv"
+    requests: list[Request] = field(default_factory=list)
+    rejected: list[dict] = field(default_factory=list)  # {"line", "reason", "custom_id"}
+
+    def reject(self, line: int, reason: str, custom_id: str = "") -> None:
+        self.rejected.append({"line": line, "reason": reason, "custom_id": custom_id})
+
+
+def detect_format(name: str, data: bytes) -> str:
+    lower = name.lower()
+    if lower.endswith(".csv"):
+        return "csv"
+    if lower.endswith((".jsonl", ".json", ".ndjson")):
+        return "jsonl"
+    return "jsonl" if data.lstrip()[:1] == b"{" else "csv"
+
+
+def parse(name: str, data: bytes, max_lines: int, max_tokens_limit: int | None = None) -> Parsed:
+    """The file's requests and rejected lines; FileRefused when no line can be read at all."""
+    if not data.strip():
+        raise FileRefused("The file is empty.")
+    kind = detect_format(name, data)
+    reader = parse_jsonl if kind == "jsonl" else parse_csv
+    return reader(data, max_lines, max_tokens_limit)
+
+
+def shown(value) -> str:
+    text = value if isinstance(value, str) else json.dumps(value)
+    return repr(text if len(text) <= SHOWN_CHARS else text[:SHOWN_CHARS] + "…")
+
+
+def check_custom_id(value, seen: dict[str, int]) -> str:
+    if value is None or value == "":
+        raise LineError("custom_id is missing: give every line its own custom_id.")
+    if not isinstance(value, str):
+        raise LineError(f"custom_id must be a string, not {shown(value)}.")
+    if len(value) > MAX_CUSTOM_ID:
+        raise LineError(f"custom_id is longer than {MAX_CUSTOM_ID} characters.")
+    if value in seen:
+        raise LineError(f"custom_id {shown(value)} is already used on line {seen[value]}.")
+    return value
+
+
+def check_params(raw: dict, max_tokens_limit: int | None) -> dict:
+    try:
+        return validate(raw, max_tokens_limit).as_dict()
+    except ParamError as exc:
+        raise LineError(str(exc)) from None
+
+
+# ---- OpenAI Batch input (JSONL) ----
+
+def parse_jsonl(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Parsed:
+    parsed, seen = Parsed("jsonl"), {}
+    lines = [(number, raw) for number, raw in enumerate(data.split(b"\n"), start=1) if raw.strip()]
+    if len(lines) > max_lines:
+        raise FileRefused(f"The file has {len(lines)} requests; a batch takes at most {max_lines}. "
+                          "Split it into smaller files.")
+    for number, raw in lines:
+        custom_id = ""
+        try:
+            entry = json_line(raw)
+            custom_id = entry.get("custom_id") if isinstance(entry.get("custom_id"), str) else ""
+            request = openai_request(number, entry, seen, max_tokens_limit)
+        except LineError as exc:
+            parsed.reject(number, str(exc), custom_id)
+            continue
+        seen[request.custom_id] = number
+        parsed.requests.append(request)
+    return parsed
+
+
+def json_line(raw: bytes) -> dict:
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise LineError("The line is not UTF-8 text.") from None
+    try:
+        entry = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LineError(f"Not valid JSON: {exc.msg} at column {exc.colno}.") from None
+    except (ValueError, RecursionError):  # a number too long to convert, arrays nested too deep
+        raise LineError("Not valid JSON that can be read: a number is too long or it is nested too deep.") from None
+    if not isinstance(entry, dict):
+        raise LineError("Each line must be a JSON object with custom_id, method, url and body.")
+    return entry
+
+
+def openai_request(number: int, entry: dict, seen: dict[str, int], max_tokens_limit: int | None) -> Request:
+    unknown = sorted(set(entry) - LINE_KEYS)
+    if unknown:
+        raise LineError(f"Unknown field{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}: "
+                        "a line has custom_id, method, url and body.")
+    custom_id = check_custom_id(entry.get("custom_id"), seen)
+    if entry.get("method") != "POST":
+        raise LineError(f"method must be \"POST\", not {shown(entry.get('method'))}.")
+    if entry.get("url") != CHAT_URL:
+        raise LineError(f"url must be \"{CHAT_URL}\" (the only endpoint a batch runs), not {shown(entry.get('url'))}.")
+    body = entry.get("body")
+    if not isinstance(body, dict):
+        raise LineError("body is missing: it must be an object with messages.")
+    return Request(number, custom_id, chat_messages(body.get("messages")), body_params(body, max_tokens_limit))
+
+
+def chat_messages(value) -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise LineError("body.messages is missing or empty: give a list of {\"role\", \"content\"} objects.")
+    messages = [chat_message(position, message) for position, message in enumerate(value)]
+    if not any(m["role"] == "user" and m["content"].strip() for m in messages):
+        raise LineError("body.messages has no user message with text.")
+    return messages
+
+
+def chat_message(position: int, message) -> dict:
+    where = f"body.messages[{position}]"
+    if not isinstance(message, dict):
+        raise LineError(f"{where} must be an object with role and content.")
+    role = message.get("role")
+    if role not in ROLES:
+        raise LineError(f"{where}.role must be system, user or assistant, not {shown(role)}.")
+    return {"role": "system" if role == "developer" else role, "content": message_text(where, message.get("content"))}
+
+
+def message_text(where: str, content) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list) and content and all(
+            isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            for part in content):
+        return "".join(part["text"] for part in content)
+    raise LineError(f"{where}.content must be text (a string, or a list of {{\"type\": \"text\"}} parts).")
+
+
+def body_params(body: dict, max_tokens_limit: int | None) -> dict:
+    raw = {k: v for k, v in body.items() if k not in IGNORED_BODY and k != "messages"}
+    if raw.get("n", 1) != 1:
+        raise LineError("n must be 1: a batch line gives one answer.")
+    if raw.get("stream", False) is not False:
+        raise LineError("stream must be false in a batch file.")
+    raw.pop("n", None)
+    raw.pop("stream", None)
+    if "max_completion_tokens" in raw:
+        if "max_tokens" in raw:
+            raise LineError("Give max_tokens or max_completion_tokens, not both.")
+        raw["max_tokens"] = raw.pop("max_completion_tokens")
+    return check_params(raw, max_tokens_limit)
+
+
+# ---- CSV: prompt, optional system, max_tokens, custom_id ----
+
+def parse_csv(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Parsed:
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise FileRefused(f"Line {line} is not UTF-8 text: save the file as UTF-8 CSV.") from None
+    reader = csv.reader(io.StringIO(text, newline=""))
+    try:
+        columns = csv_header(next(reader, None))
+        rows = list(csv_rows(reader))
+    except csv.Error as exc:
+        raise FileRefused(f"Line {reader.line_num}: the CSV cannot be read ({exc}).") from None
+    if len(rows) > max_lines:
+        raise FileRefused(f"The file has {len(rows)} prompts; a batch takes at most {max_lines}. "
+                          "Split it into smaller files.")
+    parsed, seen = Parsed("csv"), {}
+    for number, cells in rows:
+        given = row_custom_id(number, columns, cells)
+        try:
+            request = csv_request(number, columns, cells, seen, max_tokens_limit)
+        except LineError as exc:
+            parsed.reject(number, str(exc), given)
+            continue
+        seen[request.custom_id] = number
+        parsed.requests.append(request)
+    return parsed
+
+
+def row_custom_id(number: int, columns: list[str], cells: list[str]) -> str:
+    """The id a row goes by, even when the row is bad: its custom_id cell, else `line-N`."""
+    if "custom_id" not in columns:
+        return f"line-{number}"
+    position = columns.index("custom_id")
+    return cells[position].strip() if position < len(cells) else ""
+
+
+def csv_header(header: list[str] | None) -> list[str]:
+    columns = [name.strip().lower() for name in header or []]
+    expected = "Columns: prompt (required), system, max_tokens, custom_id."
+    if "prompt" not in columns:
+        raise FileRefused(f"Line 1 must be a header naming the columns, with a prompt column. {expected}")
+    unknown = [name for name in columns if name not in CSV_COLUMNS]
+    if unknown:
+        raise FileRefused(f"Unknown column{'s' if len(unknown) > 1 else ''} in the header (line 1): "
+                          f"{', '.join(repr(n) for n in unknown)}. {expected}")
+    doubled = sorted({name for name in columns if columns.count(name) > 1})
+    if doubled:
+        raise FileRefused(f"The header (line 1) names {', '.join(doubled)} twice.")
+    return columns
+
+
+def csv_rows(reader):
+    """(line where the row starts, cells) for every row that is not blank."""
+    start = reader.line_num + 1
+    for cells in reader:
+        if any(cell.strip() for cell in cells):
+            yield start, cells
+        start = reader.line_num + 1
+
+
+def csv_request(number: int, columns: list[str], cells: list[str], seen: dict[str, int],
+                max_tokens_limit: int | None) -> Request:
+    if len(cells) != len(columns):
+        raise LineError(f"The row has {len(cells)} fields; the header has {len(columns)}.")
+    row = dict(zip(columns, cells, strict=True))
+    prompt = row["prompt"]
+    if not prompt.strip():
+        raise LineError("The prompt is empty.")
+    custom_id = check_custom_id(row["custom_id"].strip(), seen) if "custom_id" in row else f"line-{number}"
+    system = row.get("system", "").strip()
+    messages = ([{"role": "system", "content": system}] if system else []) + [{"role": "user", "content": prompt}]
+    max_tokens = row.get("max_tokens", "").strip()
+    return Request(number, custom_id, messages, check_params({"max_tokens": max_tokens or None}, max_tokens_limit))

@@ -1,0 +1,11 @@
+"""A deployment that is only a row: for pages and rules that need one ready, not a model running on laptops."""
+
+from models_app.models import Deployment, DeploymentStatus, GgufModel, ModelStatus
+
+
+def ready_deployment(ctx: int = 1024, status: str = DeploymentStatus.READY) -> Deployment:
+    model, _ = GgufModel.objects.get_or_create(
+        name="standin", defaults=dict(path="/nonexistent/standin.gguf", size=1, status=ModelStatus.READY,
+                                      architecture="llama", n_layer=2, n_embd=8, n_head=1, n_head_kv=1,
+                                      context_length=4096, vocab_size=32, file_type="Q4_1", layer_bytes=[1, 1]))
+    return Deployment.objects.create(model=model, ctx=ctx, plan={}, status=status)

@@ -1,0 +1,95 @@
+"""A 20-line batch on a real deployment loses nothing and does nothing twice when its engine worker's whole
+process group is killed midway: the supervisor starts a new one, the interrupted item runs again (its result
+was never stored), the items already done keep their results untouched, and every line ends with one result."""
+
+import json
+import os
+import signal
+
+import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
+
+from jobs import batch_output, stream
+from jobs.models import Batch, JobStatus
+from models_app.models import Deployment
+from nodes.models import ActionKind
+from tests.conftest import wait_until
+from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready
+from tests.nodes.laptops import register_all
+
+LINES = 20
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob):
+    laptops = register_all(lan(3), then=ActionKind.PROBE)
+    deployment = deploy_bundled(laptops)
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+def batch_file() -> bytes:
+    body = {key: value for key, value in GREEDY.items() if key != "stop"}
+    lines = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions",
+              "body": {"model": "smollm2", "max_tokens": 40, **body,
+                       "messages": [{"role": "user", "content": f"Count from {n} to {n + 30}, one number a line."}]}}
+             for n in range(1, LINES + 1)]
+    return "\n".join(json.dumps(line) for line in lines).encode()
+
+
+def upload(deployment, user) -> Batch:
+    client = Client()
+    client.force_login(user)
+    response = client.post("/jobs/batches/", {"deployment": deployment.pk,
+                                              "file": SimpleUploadedFile("twenty.jsonl", batch_file())})
+    assert response.status_code == 302, response.content.decode()
+    return Batch.objects.get()
+
+
+def under_way(batch: Batch):
+    """An item that is generating right now (a few tokens out)."""
+    job = batch.items.filter(status=JobStatus.RUNNING).first()
+    return job if job and len(stream.kept(job.pk)) >= 4 else None
+
+
+def all_lines_done(batch: Batch) -> bool:
+    rows = batch_output.rows(batch)
+    return len(rows) == LINES and all(row.job.is_finished for row in rows)
+
+
+def test_it_resumes_after_the_engine_group_is_killed_and_runs_every_line_once(cluster, bob):
+    batch = upload(cluster, bob)
+    wait_until(lambda: batch.items.filter(status=JobStatus.SUCCEEDED).count() >= 5, 180, "five items done")
+    wait_until(lambda: under_way(batch), 60, "an item under way")
+    old_worker = Deployment.objects.get(pk=cluster.pk).engine["worker"]
+    os.killpg(old_worker, signal.SIGKILL)
+
+    interrupted = list(batch.items.filter(status=JobStatus.RUNNING))
+    done_before = {job.pk: (job.output, job.finished, job.attempts)
+                   for job in batch.items.filter(status=JobStatus.SUCCEEDED)}
+    assert len(interrupted) == 1 and 5 <= len(done_before) < LINES - 1
+    wait_until(lambda: Deployment.objects.get(pk=cluster.pk).engine.get("worker") not in (None, old_worker), 60,
+               "the supervisor to start a new engine worker")
+    wait_until(lambda: all_lines_done(batch), 300, "every line to finish")
+
+    rows = batch_output.rows(batch)
+    assert [row.custom_id for row in rows] == [f"q{n}" for n in range(1, LINES + 1)]
+    assert all(row.job.status == JobStatus.SUCCEEDED and row.job.output.strip() for row in rows)
+    assert batch.items.count() == LINES, "no line needed a second job"
+    assert batch.items.filter(status=JobStatus.SUCCEEDED).count() == LINES, "no line succeeded twice"
+    again = batch.items.get(pk=interrupted[0].pk)
+    assert again.attempts == 2, "the interrupted item ran again: its first result was never stored"
+    for job in batch.items.exclude(pk=again.pk):
+        assert job.attempts == 1, f"{job.custom_id} ran {job.attempts} times"
+    for pk, stored in done_before.items():
+        job = batch.items.get(pk=pk)
+        assert (job.output, job.finished, job.attempts) == stored, "a stored result was overwritten"
+
+    results = [json.loads(line) for line in batch_output.as_jsonl(batch).splitlines()]
+    assert len(results) == LINES and len({r["custom_id"] for r in results}) == LINES
+    assert all(r["response"]["status_code"] == 200 and r["error"] is None for r in results)
+    assert all(r["response"]["body"]["usage"]["completion_tokens"] > 0 for r in results)
