@@ -30,3 +30,17 @@ def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) 
     from models_app.models import Deployment
 
     recovery.recover(Deployment.objects.get(pk=deployment_id), dead, job_ids)
+
+
+@shared_task(ignore_result=True)
+def verify_deployment(deployment_id: int, user_id: int | None = None) -> None:
+    from jobs import verify
+    from models_app.models import Deployment
+
+    verify.verify(Deployment.objects.get(pk=deployment_id), user_id and _user(user_id))
+
+
+def _user(user_id: int):
+    from django.contrib.auth import get_user_model
+
+    return get_user_model().objects.filter(pk=user_id).first()

@@ -12,3 +12,9 @@ class DeploymentConsumer(AdminGroupConsumer):
 
     async def deployment_preseed(self, event: dict) -> None:
         await self.send_json({"type": "preseed", **event["payload"]})
+
+    async def deployment_engine(self, event: dict) -> None:
+        await self.send_json({"type": "engine", **event["payload"]})
+
+    async def deployment_verification(self, event: dict) -> None:
+        await self.send_json({"type": "verification", **event["payload"]})

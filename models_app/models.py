@@ -84,6 +84,7 @@ class Deployment(models.Model):
     revision = models.PositiveIntegerField(default=1, help_text="Goes up with each re-plan; its engine restarts.")
     is_default = models.BooleanField(default=False, help_text="Offered first on the chat page.")
     engine = models.JSONField(default=dict, blank=True)  # the engine's state: loading progress, servers' pids
+    verification = models.JSONField(default=dict, blank=True)  # the last "verify": distributed vs head-only
 
     class Meta:
         ordering = ["-created"]

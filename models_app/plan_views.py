@@ -106,6 +106,29 @@ def stop_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 @lab_admin_required
+@require_POST
+def verify_deployment(request: HttpRequest, pk: int) -> HttpResponse:
+    from jobs.tasks import verify_deployment as verify
+
+    deployment = get_object_or_404(Deployment, pk=pk)
+    verify.delay(deployment.pk, request.user.pk)
+    messages.success(request, "Verifying: the same prompt runs here and on the head alone; the result shows below.")
+    return redirect("models:deployment", pk=pk)
+
+
+@lab_admin_required
+@require_POST
+def make_default(request: HttpRequest, pk: int) -> HttpResponse:
+    """The deployment the chat page offers first."""
+    deployment = get_object_or_404(Deployment, pk=pk)
+    with transaction.atomic():
+        Deployment.objects.filter(is_default=True).update(is_default=False)
+        Deployment.objects.filter(pk=pk).update(is_default=True)
+    messages.success(request, f"{deployment} is now the chat page's default.")
+    return redirect("models:deployment", pk=pk)
+
+
+@lab_admin_required
 def deployment_list(request: HttpRequest) -> HttpResponse:
     return render(request, "models_app/deployments.html",
                   {"deployments": Deployment.objects.select_related("model")[:50]})

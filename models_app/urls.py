@@ -12,5 +12,7 @@ urlpatterns = [
     path("deployments/new/", plan_views.create_deployment, name="deploy"),
     path("deployments/<int:pk>/", plan_views.deployment_page, name="deployment"),
     path("deployments/<int:pk>/stop/", plan_views.stop_deployment, name="stop"),
+    path("deployments/<int:pk>/verify/", plan_views.verify_deployment, name="verify"),
+    path("deployments/<int:pk>/default/", plan_views.make_default, name="default"),
     path("<slug:name>/", views.model_detail, name="detail"),
 ]

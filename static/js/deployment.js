@@ -28,7 +28,21 @@ function showPreseed(row) {
   cell.querySelector("progress").value = row.state === "done" ? total || 1 : done;
 }
 
+function showEngine(engine) {
+  const line = document.getElementById("engine-state");
+  if (engine.state === "loading") {
+    line.textContent = "Loading the model: ";
+    const bar = document.createElement("progress");
+    bar.max = 1;
+    bar.value = engine.progress || 0;
+    line.append(bar, ` ${Math.round((engine.progress || 0) * 100)} %`);
+  } else if (engine.state === "ready") line.textContent = "Ready: the model is loaded and jobs run on it.";
+  else if (engine.state === "failed") line.textContent = `Failed: ${engine.detail}`;
+}
+
 live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
   if (message.type === "status") showStatus(message);
   else if (message.type === "preseed") showPreseed(message);
+  else if (message.type === "engine") showEngine(message);
+  else if (message.type === "verification" && message.result !== "running") location.reload();
 });

@@ -7,7 +7,7 @@ import time
 import pytest
 import requests
 
-from jobs import oneshot, queueing
+from jobs import oneshot, queueing, verify
 from jobs.models import Job, JobKind, JobStatus
 from models_app.models import DeploymentStatus
 from nodes import ssh
@@ -99,3 +99,18 @@ def test_a_laptop_killed_mid_generation_fails_the_job_by_name_then_the_retry_suc
     assert not RpcServer.objects.get(pk=victim.server_id).wanted
     assert requests.get(web_server + "/healthz", timeout=5).status_code in (200, 503), "web server still up"
     assert celery_worker.poll() is None, "the ordinary worker is still up"
+
+
+def test_verify_finds_the_deployment_identical_to_the_head_alone(cluster, bob):
+    report = verify.verify(cluster)
+    assert report["result"] == "identical", report
+    cluster.refresh_from_db()
+    assert cluster.verification["result"] == "identical" and cluster.verification["distributed"]
+
+
+def test_verify_names_the_first_token_that_differs():
+    assert verify.compare(["a", "b", "c"], ["a", "x", "c"])["position"] == 1
+    assert verify.compare(["a", "b"], ["a", "b", "c"]) | {} == {
+        "result": "different", "position": 2, "reference": "abc", "distributed_token": "(end)",
+        "reference_token": "c"}
+    assert verify.compare(["a"], ["a"])["result"] == "identical"
