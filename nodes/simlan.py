@@ -6,6 +6,8 @@ finds and removes exactly what this LAN made: namespaces, links, users, cgroups
 and the processes inside its namespaces. Needs root.
 """
 
+import contextlib
+import hashlib
 import ipaddress
 import json
 import os
@@ -14,6 +16,7 @@ import re
 import secrets
 import shutil
 import signal
+import stat
 import subprocess
 import time
 from dataclasses import asdict, dataclass, field
@@ -104,12 +107,23 @@ def parse_rate(rate: str) -> int:
     return int(float(match.group(1)) * {"": 1, "k": 10**3, "m": 10**6, "g": 10**9}[match.group(2)])
 
 
+def reachable_by_laptops(root: Path) -> Path:
+    """`root`, if the laptops' own users can walk into it (their homes live below); else a folder in /var/tmp
+    named after it (a data folder under /root, mode 700, would lock every laptop out of its own home)."""
+    path = root.resolve()
+    for folder in [path, *path.parents]:
+        if folder.exists() and not folder.stat().st_mode & stat.S_IXOTH:
+            digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
+            return Path("/var/tmp") / f"clusterpanel-simlan-{digest}"
+    return root
+
+
 class SimLan:
     def __init__(self, name: str, state_root: Path, subnet: str = "10.231.0.0/24") -> None:
         if not NAME_PATTERN.match(name):
             raise SimLanError(f"LAN name {name!r}: use 1-8 lowercase letters or digits, starting with a letter.")
         self.name = name
-        self.state_dir = Path(state_root) / name
+        self.state_dir = reachable_by_laptops(Path(state_root)) / name
         self.network = ipaddress.ip_network(subnet)
         self.bridge = f"cpbr-{name}"
 
@@ -310,6 +324,9 @@ class SimLan:
             removed.append(f"cgroup {group}")
         if self.state_dir.exists():
             shutil.rmtree(self.state_dir)
+        if self.state_dir.parent.name.startswith("clusterpanel-simlan-"):
+            with contextlib.suppress(OSError):  # not empty: another LAN of the same data folder is up
+                self.state_dir.parent.rmdir()
         return removed
 
     def own_namespaces(self) -> list[str]:

@@ -11,6 +11,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+import requests
 from django.conf import settings
 
 from clusterpanel.redis_server import port_is_free
@@ -46,7 +47,8 @@ def still_running(pids: set[int], within: float) -> list[int]:
 def start_panel(tmp_path: Path, port: int, **env: str) -> subprocess.Popen:
     """runpanel in a session of its own, its output in tmp_path/panel.log (a pipe could fill up)."""
     environment = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
-    environment.update(DATA_DIR=str(tmp_path), ADMIN_PASSWORD="first-admin-pass", CELERY_CONCURRENCY="1", **env)
+    environment.update(DATA_DIR=str(tmp_path), ADMIN_PASSWORD="first-admin-pass", CELERY_CONCURRENCY="1",
+                       **{"DEMO": "0", **env})
     log = open(tmp_path / "panel.log", "a")
     process = subprocess.Popen([sys.executable, "manage.py", "runpanel", "--port", str(port)],
                                cwd=settings.BASE_DIR, env=environment, stdout=log, stderr=subprocess.STDOUT,
@@ -153,3 +155,36 @@ def test_it_says_so_when_a_given_redis_does_not_answer(tmp_path):
     assert panel.returncode != 0
     assert "Cannot reach the Redis at REDIS_URL" in output
     assert "Traceback" not in output
+
+
+def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_path, lan_turn):
+    port = free_port()
+    panel = start_panel(tmp_path, port, DEMO="1")
+    try:
+        read_until(panel, r"Demo ready", timeout=400)
+        session = requests.Session()
+        base = f"http://127.0.0.1:{port}"
+        login = session.get(f"{base}/login/", timeout=10)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', login.text).group(1)
+        session.post(f"{base}/login/", data={"username": "admin", "password": "first-admin-pass",
+                                             "csrfmiddlewaretoken": token}, timeout=10)
+        page = session.get(f"{base}/chat/", timeout=10)
+        assert "/chat/" in page.url and "demo-1" not in page.text
+        deployment = re.search(r'<option value="(\d+)"', page.text).group(1)
+        token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+        sent = session.post(page.url + "send/", json={"text": "Say hello.", "deployment": deployment,
+                                                      "params": {"temperature": 0, "max_tokens": 8}},
+                            headers={"X-CSRFToken": token, "Referer": page.url}, timeout=10)
+        assert sent.status_code == 200, sent.text
+        job = sent.json()["job"]
+        deadline, answer = time.monotonic() + 180, {}
+        while time.monotonic() < deadline and answer.get("status") not in ("succeeded", "failed"):
+            time.sleep(0.5)
+            answer = session.get(f"{base}/chat/jobs/{job}/", timeout=10).json()
+        assert answer["status"] == "succeeded" and answer["output"].strip(), answer
+        processes = children_of(panel.pid)
+    finally:
+        stop_panel(panel)
+    assert not still_running(processes, within=15)
+    namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
+    assert "cp-demo-" not in namespaces, "the demo laptops are gone"

@@ -48,6 +48,10 @@ class Command(BaseCommand):
         finally:
             for leftover in (procfile, settings.RUN_DIR / "redis.url"):
                 leftover.unlink(missing_ok=True)
+            if "demo" in processes:
+                from clusterpanel import demo
+
+                demo.harness().down()  # in case the demo process was killed before it cleaned up
         if code not in (0, -signal.SIGINT, 130):
             raise CommandError(f"A panel process stopped with exit code {code}; see its output above.")
 
@@ -68,7 +72,19 @@ class Command(BaseCommand):
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
         processes["supervisor"] = f"{python} manage.py supervise"
         processes["metrics"] = f"{python} manage.py metrics"
+        if self.demo_wanted():
+            processes["demo"] = f"{python} manage.py demo"
         return processes, redis_url
+
+    def demo_wanted(self) -> bool:
+        """Three simulated laptops with the bundled model, unless DEMO=0; they need root (namespaces)."""
+        if os.environ.get("DEMO", "1") == "0":
+            return False
+        if os.geteuid() != 0:
+            self.stdout.write("  No demo laptops: simulated laptops need root (sudo make run). Add real laptops "
+                              "on the Laptops page (Add laptop), or `.venv/bin/python manage.py addnode`.")
+            return False
+        return True
 
     def check_redis(self, url: str) -> None:
         try:

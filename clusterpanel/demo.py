@@ -1,0 +1,65 @@
+"""The demo `make run` brings up when it can: three simulated laptops, registered and probed, the
+bundled model deployed across them, and that deployment the chat page's default.
+
+The laptops are network namespaces with their own sshd (nodes/simlan.py), so they
+need root; they are made fresh at each start (new host keys: the panel is told,
+since it made them) and removed when the panel stops.
+"""
+
+from pathlib import Path
+
+from django.conf import settings
+
+from models_app import deploy
+from models_app.library import ensure_bundled
+from models_app.models import Deployment, DeploymentStatus
+from nodes.models import ActionKind, Node, NodeAction
+from nodes.simlan import Lan, SimLan
+from nodes.tasks import run_action
+
+NAME, SUBNET, LAPTOPS, CTX = "demo", "10.233.0.0/24", 3, 2048
+
+
+def harness() -> SimLan:
+    return SimLan(NAME, Path(settings.DATA_DIR) / "simlan", subnet=SUBNET)
+
+
+def register(lan: Lan) -> list[Node]:
+    """A Node per laptop; rows left by an earlier demo are pointed at the new laptops."""
+    key = Path(lan.key_path).read_text()
+    nodes = []
+    for laptop in lan.laptops:
+        node, _ = Node.objects.update_or_create(name=laptop.name, defaults={
+            "host": laptop.address, "username": laptop.user, "host_key": laptop.host_key, "private_key": key})
+        action = NodeAction.objects.create(node=node, kind=ActionKind.PROBE)
+        run_action(action.pk)
+        action.refresh_from_db()
+        if action.status != "succeeded":
+            raise RuntimeError(f"probing {node} failed: {action.error}")
+        nodes.append(node)
+    return nodes
+
+
+def start(say) -> Deployment:
+    """Bring the demo up and deploy; `say(text)` reports progress. Raises on failure."""
+    say(f"Demo: starting {LAPTOPS} simulated laptops on {SUBNET}…")
+    nodes = register(harness().up(LAPTOPS, rate="1gbit"))
+    for old in Deployment.objects.filter(stages__node__in=nodes, status__in=Deployment.ACTIVE).distinct():
+        deploy.stop(old, detail="The demo laptops were made anew.")
+    say("Demo: deploying the bundled model across them…")
+    deployment = deploy.create(ensure_bundled(), nodes, CTX, mode="fastest")
+    deploy.prepare(deployment)
+    deployment.refresh_from_db()
+    if deployment.status != DeploymentStatus.READY:
+        raise RuntimeError(deployment.status_detail)
+    if not Deployment.objects.filter(is_default=True, status__in=Deployment.ACTIVE).exists():
+        Deployment.objects.filter(is_default=True).update(is_default=False)
+        Deployment.objects.filter(pk=deployment.pk).update(is_default=True)
+    return deployment
+
+
+def stop() -> None:
+    for deployment in Deployment.objects.filter(stages__node__name__startswith=f"{NAME}-",
+                                                status__in=Deployment.ACTIVE).distinct():
+        deploy.stop(deployment, detail="The panel stopped, and its demo laptops with it.")
+    harness().down()
