@@ -15,11 +15,11 @@ def test_it_forbids_the_system_page_to_a_plain_user(client, bob):
     assert client.get("/status/").status_code == 403
 
 
-def test_it_hides_admin_links_from_a_plain_user(client, bob):
+def test_it_sends_a_plain_user_to_the_chat_and_hides_admin_links(client, bob):
     client.login(username="bob", password=PASSWORD)
-    response = client.get("/")
-    assert response.status_code == 200
-    assert b"/status/" not in response.content
+    response = client.get("/", follow=True)
+    assert response.status_code == 200 and "/chat/" in response.redirect_chain[-1][0]
+    assert b"/status/" not in response.content and b"/nodes/" not in response.content
 
 
 def test_it_rejects_a_wrong_password_in_plain_words(client, alice):

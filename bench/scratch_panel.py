@@ -1,0 +1,120 @@
+"""A whole panel for a benchmark: scratch data folder, its own Redis, daphne, a Celery worker, the supervisor
+(which runs the engines), and simulated laptops registered and probed. Everything goes at the end."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_port(port: int, within: float = 20) -> None:
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise SystemExit(f"nothing listens on {port}")
+
+
+class Panel:
+    def __init__(self, data: Path, port: int, cookie: str, nodes: list, lan) -> None:
+        self.data, self.port, self.cookie, self.nodes, self.lan = data, port, cookie, nodes, lan
+
+    @property
+    def base(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def deploy(self, model, nodes=None, ctx: int = 1024, mode: str = "even"):
+        """A READY deployment with its engine loaded."""
+        from models_app import deploy
+        from models_app.models import Deployment
+
+        deployment = deploy.create(model, nodes or self.nodes, ctx, mode=mode)
+        deploy.prepare(deployment)
+        deployment.refresh_from_db()
+        if deployment.status != "ready":
+            raise SystemExit(f"deployment failed: {deployment.status_detail}")
+        deadline = time.monotonic() + 300
+        while Deployment.objects.get(pk=deployment.pk).engine.get("state") != "ready":
+            if time.monotonic() > deadline:
+                raise SystemExit("the engine did not load within 300 s")
+            time.sleep(0.2)
+        deployment.refresh_from_db()
+        return deployment
+
+
+@contextmanager
+def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.237.0.0/24"):
+    data = Path(tempfile.mkdtemp(prefix="bench-panel-"))
+    os.chmod(data, 0o755)
+    os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
+    sys.path.insert(0, str(ROOT))
+    from clusterpanel.redis_server import RedisServer
+
+    redis = RedisServer.start(data / "redis")
+    os.environ["REDIS_URL"] = redis.url
+    processes, harness = [], None
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.test import Client
+
+        from clusterpanel.models import Role, User
+        from nodes.models import ActionKind, Node, NodeAction
+        from nodes.simlan import SimLan
+        from nodes.tasks import run_action
+
+        call_command("migrate", verbosity=0)
+        admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
+        client = Client()
+        client.force_login(admin)
+        cookie = f"sessionid={client.cookies['sessionid'].value}"
+        harness = SimLan(name, data / "simlan", subnet=subnet)
+        lan = harness.up(laptops, rate=rate)
+        key = Path(lan.key_path).read_text()
+        nodes = []
+        for laptop in lan.laptops:
+            node = Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
+                                       host_key=laptop.host_key, private_key=key)
+            run_action(NodeAction.objects.create(node=node, kind=ActionKind.PROBE).pk)
+            nodes.append(node)
+        port, env = free_port(), {**os.environ}
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
+        processes = [
+            subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+                              "clusterpanel.asgi:application"], **quiet),
+            subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
+                              "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
+            subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
+        ]
+        wait_port(port)
+        yield Panel(data, port, cookie, nodes, lan)
+    finally:
+        for process in reversed(processes):
+            process.terminate()
+            try:
+                process.wait(30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+        if harness:
+            harness.down()
+        redis.stop()
+        shutil.rmtree(data, ignore_errors=True)
