@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=48)
     args = parser.parse_args()
-    with bench_lan(3, rate="1gbit", name="bdist", subnet="10.239.0.0/24") as lan, \
+    with bench_lan(3, rate="1gbit", name="bdist", subnet="10.243.0.0/24") as lan, \
             tempfile.TemporaryDirectory(prefix="dist-") as scratch:
         from models_app.bundled import bundled_model_path
         from models_app.gguf_meta import read_metadata

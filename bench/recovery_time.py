@@ -52,7 +52,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     rows = []
-    with scratch_panel(name="brecov", subnet="10.238.0.0/24") as panel:
+    with scratch_panel(name="brecov", subnet="10.242.0.0/24") as panel:
         from models_app.library import ensure_bundled
 
         for _ in range(args.rounds):

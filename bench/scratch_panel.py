@@ -59,7 +59,7 @@ class Panel:
 
 
 @contextmanager
-def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.237.0.0/24"):
+def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.240.0.0/24"):
     data = Path(tempfile.mkdtemp(prefix="bench-panel-"))
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")

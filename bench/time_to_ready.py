@@ -119,7 +119,7 @@ def main() -> None:
         call_command("migrate", verbosity=0)
         model = register_path(write_loadable_model(data / "qwen2.gguf", layers=args.layers), name="qwen2-test",
                               checksum_now=True)
-        harness = SimLan("ttr", data / "simlan", subnet="10.237.0.0/24")
+        harness = SimLan("ttr", data / "simlan", subnet="10.241.0.0/24")
         lan = harness.up(3, rate="1gbit")
         key = Path(lan.key_path).read_text()
         nodes = [Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,

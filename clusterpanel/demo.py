@@ -17,7 +17,7 @@ from nodes.models import ActionKind, Node, NodeAction
 from nodes.simlan import Lan, SimLan
 from nodes.tasks import run_action
 
-NAME, SUBNET, LAPTOPS, CTX = "demo", "10.233.0.0/24", 3, 2048
+NAME, SUBNET, LAPTOPS, CTX = "demo", "10.230.0.0/24", 3, 2048
 
 
 def harness() -> SimLan:

@@ -35,9 +35,9 @@ def load_traffic(lan, monkeypatch) -> dict[str, int]:
     by_address = {laptop.address: laptop for laptop in lan(3).laptops}
     received, real = {}, deploy.verify_load
 
-    def measured(deployment, stages):
+    def measured(deployment, stages, *rest):
         before = {s.node.name: rx_bytes(by_address[s.node.host]) for s in stages}
-        real(deployment, stages)
+        real(deployment, stages, *rest)
         received.update({s.node.name: rx_bytes(by_address[s.node.host]) - before[s.node.name] for s in stages})
 
     monkeypatch.setattr(deploy, "verify_load", measured)
