@@ -1,4 +1,4 @@
-"""A deployment row that looks ready (no laptops, no engine) and token headers, for API tests without a LAN."""
+"""For API tests without a LAN: a deployment row that looks ready (no laptops, no engine), and token headers."""
 
 import pytest
 

@@ -7,7 +7,7 @@ import pytest
 from django.test import Client
 
 from jobs.models import Job
-from tests.jobs.api_fixtures import bearer, ready  # noqa: F401 (fixture)
+from tests.jobs.conftest import bearer
 
 pytestmark = pytest.mark.timeout(60)  # a bad body that slipped through would wait for an engine forever
 

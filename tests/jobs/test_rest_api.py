@@ -5,7 +5,7 @@ from django.test import Client
 
 from jobs.models import Job, JobStatus
 from nodes.models import Node
-from tests.jobs.api_fixtures import bearer, ready  # noqa: F401 (fixture)
+from tests.jobs.conftest import bearer
 
 HI = [{"role": "user", "content": "Hi"}]
 
