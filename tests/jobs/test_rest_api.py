@@ -4,6 +4,7 @@ import pytest
 from django.test import Client
 
 from jobs.models import Job, JobStatus
+from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node
 from tests.jobs.conftest import bearer
 
@@ -94,6 +95,9 @@ def test_it_lists_laptops_for_lab_admins_only(db, alice, bob_api):
 
 
 def test_models_lists_ready_deployments_default_first(ready, bob_api):
+    newer = Deployment.objects.create(model=ready.model, ctx=512, plan=ready.plan, status=DeploymentStatus.READY)
+    Deployment.objects.create(model=ready.model, ctx=512, plan=ready.plan, status=DeploymentStatus.STOPPED)
     listed = bob_api.get("/v1/models").json()
     assert listed["object"] == "list"
-    assert [m["id"] for m in listed["data"]] == ["tiny", f"deployment-{ready.pk}"]
+    assert [m["id"] for m in listed["data"]] == ["tiny", f"deployment-{ready.pk}", f"deployment-{newer.pk}"]
+    assert listed["data"][0]["deployment"] == ready.pk, "a model's name means its default deployment"
