@@ -34,12 +34,12 @@ def caller(request: HttpRequest):
 @login_not_required
 @csrf_exempt
 async def models(request: HttpRequest) -> HttpResponse:
-    if request.method != "GET":
-        return failed(405, "Use GET.")
     try:
         await sync_to_async(caller)(request)
     except apiauth.Unauthorized as exc:
         return failed(401, str(exc), code="invalid_api_key")
+    if request.method != "GET":
+        return failed(405, "Use GET.")
     listed = await sync_to_async(model_list)()
     return JsonResponse({"object": "list", "data": listed})
 
@@ -68,10 +68,10 @@ async def completions(request: HttpRequest) -> HttpResponse:
 
 
 async def create(request: HttpRequest, kind: str) -> HttpResponse:
-    if request.method != "POST":
-        return failed(405, "Use POST.")
     try:
         user = await sync_to_async(caller)(request)
+        if request.method != "POST":
+            return failed(405, "Use POST.")
         wanted = openai_api.parse(inputs.json_body(request), kind)
         job, model = await sync_to_async(submit)(user, wanted)
     except apiauth.Unauthorized as exc:

@@ -25,10 +25,10 @@ def endpoint(*methods: str) -> Callable:
         @csrf_exempt
         @wraps(view)
         def wrapped(request: HttpRequest, *args, **kwargs) -> HttpResponse:
-            if request.method not in methods:
-                return problem(f"Use {' or '.join(methods)}.", 405)
             try:
                 request.user = apiauth.authenticate(request)
+                if request.method not in methods:
+                    return problem(f"Use {' or '.join(methods)}.", 405)
                 return view(request, *args, **kwargs)
             except apiauth.Unauthorized as exc:
                 return problem(str(exc), exc.status)
