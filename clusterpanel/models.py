@@ -1,5 +1,10 @@
+import hashlib
+import secrets
+from datetime import timedelta
+
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils import timezone
 
 
 class Role(models.TextChoices):
@@ -15,3 +20,43 @@ class User(AbstractUser):
     @property
     def is_lab_admin(self) -> bool:
         return self.is_active and (self.role == Role.ADMIN or self.is_superuser)
+
+
+class ApiToken(models.Model):
+    """A personal key for scripts. Only its SHA-256 is kept: the key itself is shown once, when made."""
+
+    SCHEME = "cp_"  # recognisable in logs and secret scanners
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=12, help_text="The key's first characters, to tell keys apart.")
+    digest = models.CharField(max_length=64, unique=True)
+    created = models.DateTimeField(auto_now_add=True)
+    last_used = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.prefix}…)"
+
+    @classmethod
+    def issue(cls, user: User, name: str) -> tuple["ApiToken", str]:
+        """A new token and its key, which nothing can show again."""
+        key = cls.SCHEME + secrets.token_urlsafe(32)
+        return cls.objects.create(user=user, name=name, prefix=key[:10], digest=digest(key)), key
+
+    @classmethod
+    def user_for(cls, key: str) -> User | None:
+        """The active user holding `key`, noting when it was used (at most once a minute: it is a write)."""
+        token = cls.objects.select_related("user").filter(digest=digest(key), user__is_active=True).first()
+        if token is None:
+            return None
+        now = timezone.now()
+        if token.last_used is None or now - token.last_used > timedelta(minutes=1):
+            cls.objects.filter(pk=token.pk).update(last_used=now)
+        return token.user
+
+
+def digest(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()

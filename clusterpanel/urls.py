@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from clusterpanel import views
+from clusterpanel import token_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,6 +14,10 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("account/tokens/", token_views.tokens, name="api-tokens"),
+    path("account/tokens/<int:pk>/revoke/", token_views.revoke, name="api-token-revoke"),
+    path("api/", include("jobs.api_urls")),
+    path("v1/", include("jobs.openai_urls")),
     path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),
     # One login page for everything, the admin site included.
     path("admin/login/", views.admin_login, name="admin-login"),

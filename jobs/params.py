@@ -8,7 +8,9 @@ from dataclasses import asdict, dataclass, field
 
 
 class ParamError(ValueError):
-    pass
+    def __init__(self, message: str, param: str | None = None) -> None:
+        super().__init__(message)
+        self.param = param  # the field at fault, for APIs that name it
 
 
 @dataclass(frozen=True)
@@ -38,14 +40,14 @@ MAX_STOPS, MAX_STOP_CHARS = 4, 100
 
 def number(name: str, value, kind: type, low, high):
     if isinstance(value, bool) or value is None or value == "":
-        raise ParamError(f"{name} must be a number between {low} and {high}.")
+        raise ParamError(f"{name} must be a number between {low} and {high}.", name)
     try:
         parsed = kind(value) if kind is float else int(str(value).strip())
     except (TypeError, ValueError):
         raise ParamError(f"{name} must be {'a whole number' if kind is int else 'a number'} "
-                         f"between {low} and {high}, not {value!r}.") from None
+                         f"between {low} and {high}, not {value!r}.", name) from None
     if parsed != parsed or not low <= parsed <= high:  # NaN compares unequal to itself
-        raise ParamError(f"{name} must be between {low} and {high}, not {value!r}.")
+        raise ParamError(f"{name} must be between {low} and {high}, not {value!r}.", name)
     return parsed
 
 
@@ -54,9 +56,10 @@ def stops(value) -> list[str]:
         return []
     items = [value] if isinstance(value, str) else value
     if not isinstance(items, list) or not all(isinstance(item, str) for item in items):
-        raise ParamError("stop must be a string or a list of strings.")
+        raise ParamError("stop must be a string or a list of strings.", "stop")
     if len(items) > MAX_STOPS or any(not item or len(item) > MAX_STOP_CHARS for item in items):
-        raise ParamError(f"stop takes up to {MAX_STOPS} non-empty strings of at most {MAX_STOP_CHARS} characters.")
+        raise ParamError(f"stop takes up to {MAX_STOPS} non-empty strings of at most {MAX_STOP_CHARS} characters.",
+                         "stop")
     return items
 
 
@@ -66,7 +69,7 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
     unknown = sorted(set(raw) - set(LIMITS) - {"stop"})
     if unknown:
         raise ParamError(f"Unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. "
-                         f"Known: {', '.join([*LIMITS, 'stop'])}.")
+                         f"Known: {', '.join([*LIMITS, 'stop'])}.", unknown[0])
     values = {}
     for name, (kind, low, high) in LIMITS.items():
         if raw.get(name) is not None and not (name == "seed" and raw.get(name) == ""):

@@ -7,6 +7,7 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC = {"login", "healthz", "admin-login"}
+APIS = ("api/", "v1/")  # for scripts: no login page to send them to, a 401 instead
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
@@ -57,6 +58,9 @@ def test_it_leaves_no_page_open_to_anonymous_visitors(client, db):
         if name in PUBLIC:
             continue
         response = client.get("/" + path, follow=True)
+        if path.startswith(APIS):
+            assert response.status_code == 401, f"/{path} answered without a token"
+            continue
         assert response.redirect_chain, f"/{path} answered without login"
         assert response.redirect_chain[-1][0].startswith("/login/"), f"/{path} did not end at login"
 

@@ -1,0 +1,49 @@
+"""Who is calling an API: a bearer token (scripts) or, where allowed, a browser session.
+
+API views opt out of the login redirect and of the CSRF middleware, then call
+`authenticate`: a token needs no CSRF check (a browser never sends one by
+itself), while a session on an unsafe method must pass the same CSRF check a
+form would.
+"""
+
+from django.contrib.auth.models import AnonymousUser
+from django.http import HttpRequest
+from django.middleware.csrf import CsrfViewMiddleware
+
+from clusterpanel.models import ApiToken, User
+
+
+class Unauthorized(Exception):
+    status = 401
+
+
+class Forbidden(Unauthorized):
+    status = 403
+
+
+def bearer(request: HttpRequest) -> str | None:
+    """The token from `Authorization: Bearer <token>`; "" when the header is there but malformed."""
+    header = request.headers.get("Authorization")
+    if header is None:
+        return None
+    scheme, _, key = header.partition(" ")
+    return key.strip() if scheme.lower() == "bearer" else ""
+
+
+def authenticate(request: HttpRequest, session: bool = True) -> User:
+    """The calling user, or Unauthorized/Forbidden with a sentence saying why."""
+    key = bearer(request)
+    if key is not None:
+        user = ApiToken.user_for(key) if key else None
+        if user is None:
+            raise Unauthorized("The API token is missing, malformed, revoked or unknown. "
+                               "Send `Authorization: Bearer <token>` with a token from /account/tokens/.")
+        return user
+    user = getattr(request, "user", AnonymousUser()) if session else AnonymousUser()
+    if not user.is_authenticated:
+        raise Unauthorized("Authentication required: send `Authorization: Bearer <token>` "
+                           "with a token from /account/tokens/.")
+    refused = CsrfViewMiddleware(lambda r: None).process_view(request, None, (), {})
+    if refused is not None:
+        raise Forbidden("CSRF check failed: a browser session must send the CSRF token on unsafe methods.")
+    return user

@@ -1,0 +1,97 @@
+"""The OpenAI-compatible API on a real deployment over simulated laptops, through the real daphne server:
+a streamed chat equals the whole answer, usage counts are llama.cpp's, a client that hangs up cancels its
+job, and a prompt longer than the context is a 400 naming the numbers."""
+
+import json
+import re
+
+import pytest
+import requests
+
+from clusterpanel.models import ApiToken
+from jobs import oneshot
+from jobs.models import Job, JobStatus
+from nodes.models import ActionKind
+from tests.conftest import wait_until
+from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
+from tests.nodes.laptops import register_all
+
+QUESTION = "Name three colours and say one thing about each."
+GREEDY = {"temperature": 0, "seed": 7, "top_p": 1.0, "top_k": 40}
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob):
+    laptops = register_all(lan(3), then=ActionKind.PROBE)
+    deployment = deploy_bundled(laptops)
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+@pytest.fixture
+def auth(bob) -> dict:
+    return {"Authorization": f"Bearer {ApiToken.issue(bob, 'tests')[1]}"}
+
+
+def sse_chunks(response: requests.Response) -> list:
+    """Each `data:` payload of a Server-Sent Events response, parsed, with "[DONE]" kept as it is."""
+    lines = [line for line in response.iter_lines(decode_unicode=True) if line]
+    assert all(line.startswith("data: ") for line in lines), lines
+    return [line[6:] if line == "data: [DONE]" else json.loads(line[6:]) for line in lines]
+
+
+def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, web_server, auth):
+    body = {"model": cluster.model.name, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24,
+            **GREEDY}
+    with requests.post(f"{web_server}/v1/chat/completions", json={**body, "stream": True,
+                       "stream_options": {"include_usage": True}}, headers=auth, stream=True, timeout=120) as streamed:
+        assert streamed.status_code == 200 and streamed.headers["Content-Type"].startswith("text/event-stream")
+        chunks = sse_chunks(streamed)
+    assert chunks[-1] == "[DONE]" and chunks[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    pieces = [c["choices"][0]["delta"].get("content") for c in chunks[1:-1] if c["choices"]]
+    assert len([p for p in pieces if p]) > 5, "several chunks, token by token"
+    assert chunks[-3]["choices"][0]["finish_reason"] == "length" and chunks[-2]["usage"]["completion_tokens"] == 24
+
+    whole = requests.post(f"{web_server}/v1/chat/completions", json=body, headers=auth, timeout=120)
+    assert whole.status_code == 200, whole.text
+    answer = whole.json()
+    assert answer["object"] == "chat.completion" and answer["model"] == cluster.model.name
+    assert "".join(p for p in pieces if p) == answer["choices"][0]["message"]["content"]
+    assert answer["usage"]["completion_tokens"] == 24 and answer["choices"][0]["finish_reason"] == "length"
+    assert answer["usage"]["total_tokens"] == answer["usage"]["prompt_tokens"] + 24
+    assert answer["usage"] == chunks[-2]["usage"]
+
+    prompt = "The capital of France is"
+    text = requests.post(f"{web_server}/v1/completions", headers=auth, timeout=120, json={
+        "model": f"deployment-{cluster.pk}", "prompt": prompt, "max_tokens": 12, **GREEDY}).json()
+    reference = oneshot.complete([], prompt, 12, ctx=cluster.ctx)
+    assert text["object"] == "text_completion" and text["choices"][0]["text"] == reference["text"]
+    assert text["usage"] == {"prompt_tokens": reference["prompt_tokens"],
+                             "completion_tokens": reference["completion_tokens"],
+                             "total_tokens": reference["prompt_tokens"] + reference["completion_tokens"]}
+
+
+def test_a_client_that_hangs_up_cancels_its_job_and_a_long_prompt_is_a_400(cluster, web_server, auth):
+    body = {"messages": [{"role": "user", "content": QUESTION}], "max_tokens": 1000, "stream": True, **GREEDY}
+    response = requests.post(f"{web_server}/v1/chat/completions", json=body, headers=auth, stream=True, timeout=120)
+    assert response.status_code == 200, response.text
+    lines = response.iter_lines(decode_unicode=True)
+    received = [json.loads(line[6:]) for line in (next(lines) for _ in range(12)) if line.startswith("data: ")]
+    job_id = int(received[0]["id"].removeprefix("chatcmpl-"))
+    response.close()
+    wait_until(lambda: Job.objects.get(pk=job_id).is_finished, 30, "the job to end once its client left")
+    job = Job.objects.get(pk=job_id)
+    assert job.status == JobStatus.CANCELLED and job.completion_tokens < 200
+
+    long = {"prompt": "word " * 1500, "max_tokens": 8}
+    for stream in (False, True):
+        refused = requests.post(f"{web_server}/v1/completions", json={**long, "stream": stream}, headers=auth,
+                                timeout=120)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["code"] == "context_length_exceeded" and error["param"] == "prompt"
+        numbers = [int(n) for n in re.findall(r"\d+", error["message"])]
+        assert 1024 in numbers and any(n > 1500 for n in numbers), error["message"]
