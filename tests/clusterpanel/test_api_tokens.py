@@ -89,4 +89,4 @@ def test_it_revokes_only_the_owners_tokens(db, alice, bob):
 
 
 def test_the_nav_links_the_tokens_page(db, bob):
-    assert 'href="/account/tokens/"' in logged_in(bob).get("/").content.decode()
+    assert 'href="/account/tokens/"' in logged_in(bob).get("/", follow=True).content.decode()
