@@ -95,5 +95,5 @@ def cancel(job: Job) -> Job:
         broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
         announce_positions(job.deployment_id)
     elif job.status == JobStatus.RUNNING:
-        stream.store().set(cancel_key(job.pk), 1, ex=3600)
+        stream.ask_to_cancel(job.pk, cancel_key(job.pk))
     return job

@@ -30,6 +30,7 @@ class State:
     engine: Engine | None = None
     retired = False  # this child's deployment changed under it: it takes no more jobs
     out: stream.JobStream | None = None
+    cancels: stream.CancelWatch | None = None
 
 
 def deployment_id() -> int | None:
@@ -79,6 +80,8 @@ def warm_up(deployment_pk: int) -> None:
 
 def engine_for(deployment: Deployment) -> Engine:
     if State.engine is None:
+        State.out = State.out or stream.JobStream()
+        State.cancels = State.cancels or stream.CancelWatch(State.out.redis)  # listening before any job runs
         State.engine = load(deployment)
     return State.engine
 
@@ -126,6 +129,7 @@ def run(job_id: int) -> None:
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
     State.out = State.out or stream.JobStream()
+    State.cancels = State.cancels or stream.CancelWatch(State.out.redis)
     out = State.out
     out.start(job.pk)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
@@ -146,13 +150,13 @@ def run(job_id: int) -> None:
 
 
 def generate(engine: Engine, job: Job, out: stream.JobStream):
-    cancel_key, store = queueing.cancel_key(job.pk), out.redis
+    asked_before = bool(out.redis.exists(queueing.cancel_key(job.pk)))  # before our watch was listening
     if job.kind == JobKind.COMPLETION:
         prompt, stops = engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), []
     else:
         prompt, stops = engine.chat_prompt(job.messages)
     return engine.run(prompt, job.params, lambda text: out.token(job.pk, text),
-                      lambda: bool(store.exists(cancel_key)), stops)
+                      lambda: asked_before or State.cancels(job.pk), stops)
 
 
 def finish(job: Job, status: str, **fields) -> None:

@@ -54,6 +54,9 @@ class JobStream:
         message = {"seq": seq, "event": kind, **payload}
 
         def keep() -> None:
+            if seq > 1 and kind == "token":
+                self.redis.rpush(key(job_id), json.dumps(message))  # one round trip per token
+                return
             pipe = self.redis.pipeline()
             pipe.rpush(key(job_id), json.dumps(message))
             pipe.expire(key(job_id), KEEP_S)
@@ -63,3 +66,30 @@ class JobStream:
 
     def flush(self) -> None:
         self.publisher.flush()
+
+
+CANCEL_CHANNEL = "jobs:cancel"
+
+
+class CancelWatch:
+    """Which running jobs were asked to stop. A Redis subscriber thread (idle until a message comes) sets a
+    flag, so the engine's check after every token costs no round trip."""
+
+    def __init__(self, redis_client: redis.Redis) -> None:
+        self.asked: set[int] = set()
+        self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        self.pubsub.subscribe(**{CANCEL_CHANNEL: self._on_message})
+        self.thread = self.pubsub.run_in_thread(sleep_time=1.0, daemon=True)
+
+    def _on_message(self, message: dict) -> None:
+        self.asked.add(int(message["data"]))
+
+    def __call__(self, job_id: int) -> bool:
+        return job_id in self.asked
+
+
+def ask_to_cancel(job_id: int, cancel_key: str) -> None:
+    """The key covers an engine that was not yet listening; the message stops a running one at once."""
+    client = store()
+    client.set(cancel_key, 1, ex=3600)
+    client.publish(CANCEL_CHANNEL, job_id)
