@@ -38,10 +38,10 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
             continue
         server.refresh_from_db()
         if not state.running:
-            dead[node.name] = f"its rpc-server {rpcserver.why_it_ended(state.log_tail)}"
+            dead[node.name] = f"its rpc-server ended: {rpcserver.why_it_ended(state.log_tail)}"
         elif loaded.get(node.name) and state.pid != loaded[node.name]:
-            reason = (server.last_death or "").split("\n", 1)[0] or "it ended"
-            dead[node.name] = f"its rpc-server {reason} (the panel has started a new one since)"
+            reason = (server.last_death or "").split("\n", 1)[0] or "it is no longer the one the engine used"
+            dead[node.name] = f"its rpc-server ended: {reason} (the panel has started a new one since)"
     return dead
 
 

@@ -6,6 +6,7 @@ Layout on the laptop, under the install folder:
   cache/rpc/                             its tensor cache (-c), shared by all its servers
 """
 
+import time
 from dataclasses import dataclass
 
 from nodes import ssh
@@ -43,6 +44,9 @@ tail -n "$2" "$dir/log" 2>/dev/null
 """
 
 
+EXITED = "ggml-rpc-server exited with status "
+
+
 class RpcServerError(Exception):
     pass
 
@@ -57,7 +61,7 @@ class ServerState:
 def why_it_ended(log_tail: str) -> str:
     """The last words of a server, in plain language."""
     for line in reversed(log_tail.splitlines()):
-        if line.startswith("ggml-rpc-server exited with status "):
+        if line.startswith(EXITED):
             code = int(line.rsplit(" ", 1)[1])
             if code == 137:
                 return "killed (signal 9): by hand, or by the kernel when the laptop ran out of memory"
@@ -90,7 +94,14 @@ def stop(target: ssh.SSHTarget, install_dir: str, port: int) -> None:
 
 
 def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20) -> ServerState:
-    lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines)).stdout.splitlines()
-    first = lines[0].split() if lines else ["stopped"]
-    running = first[0] == "running"
-    return ServerState(running, int(first[1]) if running else None, "\n".join(lines[1:]))
+    """Running or not; a stopped server's state waits a moment for its last words (the shell that started
+    it writes the exit status just after the server is gone)."""
+    for attempt in range(5):
+        lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines)).stdout.splitlines()
+        first = lines[0].split() if lines else ["stopped"]
+        running = first[0] == "running"
+        found = ServerState(running, int(first[1]) if running else None, "\n".join(lines[1:]))
+        if running or EXITED in found.log_tail or not found.log_tail:
+            return found
+        time.sleep(0.1 * (attempt + 1))
+    return found
