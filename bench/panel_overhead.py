@@ -13,6 +13,7 @@ a new one each round, greedy.
 
 import argparse
 import json
+import os
 import re
 import statistics
 import subprocess
@@ -39,6 +40,25 @@ for line in sys.stdin:
             times.append(time.time())
     print(json.dumps({"started": started, "times": times}), flush=True)
 """
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time of a process and everything it started."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        children = [int(p) for t in os.listdir(f"/proc/{pid}/task")
+                    for p in open(f"/proc/{pid}/task/{t}/children").read().split()]
+    except (FileNotFoundError, ProcessLookupError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK") + sum(cpu_seconds(c) for c in children)
+
+
+def panel_cpu(panel, deployment) -> dict[str, float]:
+    from models_app.models import Deployment
+
+    pids = {"web (daphne)": panel.pids["web"], "redis": panel.pids["redis"],
+            "engine worker": Deployment.objects.get(pk=deployment.pk).engine.get("worker", 0)}
+    return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
 
 def prompt(round_no: int) -> list[dict]:
@@ -70,7 +90,10 @@ def through_panel(panel, session, deployment: int, round_no: int, tokens: int) -
                 times.append(time.time())
             elif event.get("event") == "done":
                 break
-    return {"started": started, "times": times}
+    from jobs.models import Job
+
+    engine_rate = Job.objects.get(pk=job).timings()["tokens_per_s"]
+    return {"started": started, "times": times, "engine_rate": engine_rate}
 
 
 def in_process_worker(panel, deployment):
@@ -99,9 +122,9 @@ def in_process(worker, round_no: int, tokens: int) -> dict:
     return json.loads(worker.stdout.readline())
 
 
-def summary(run: dict) -> tuple[float, float]:
+def summary(run: dict) -> tuple[float, float, float | None]:
     times = run["times"]
-    return (times[0] - run["started"]) * 1000, (len(times) - 1) / (times[-1] - times[0])
+    return (times[0] - run["started"]) * 1000, (len(times) - 1) / (times[-1] - times[0]), run.get("engine_rate")
 
 
 def main() -> None:
@@ -121,9 +144,15 @@ def main() -> None:
         worker, forwards = in_process_worker(panel, deployment)
         results = {"panel (WebSocket client)": [], "in-process llama-cpp-python": []}
         try:
+            cpu, tokens_seen = {}, 0
             for round_no in range(args.rounds):
-                results["panel (WebSocket client)"].append(summary(
-                    through_panel(panel, session, deployment.pk, round_no, args.tokens)))
+                before = panel_cpu(panel, deployment)
+                run = through_panel(panel, session, deployment.pk, round_no, args.tokens)
+                after = panel_cpu(panel, deployment)
+                for name in before:
+                    cpu[name] = cpu.get(name, 0.0) + after[name] - before[name]
+                tokens_seen += len(run["times"])
+                results["panel (WebSocket client)"].append(summary(run))
                 results["in-process llama-cpp-python"].append(summary(in_process(worker, round_no, args.tokens)))
         finally:
             worker.stdin.close()
@@ -131,15 +160,24 @@ def main() -> None:
             for node, forward in forwards:
                 forward.close()
                 rpcserver.stop(node.ssh_target(), node.install_dir, EXTRA_PORT)
-    base_ttft = statistics.median(t for t, _ in results["in-process llama-cpp-python"])
-    base_rate = statistics.median(r for _, r in results["in-process llama-cpp-python"])
+    base_ttft = statistics.median(t for t, _, _ in results["in-process llama-cpp-python"])
+    base_rate = statistics.median(r for _, r, _ in results["in-process llama-cpp-python"])
     print(f"\nBundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split), {args.rounds} alternating "
           f"rounds of {args.tokens} greedy tokens, a new prompt each round\n")
-    print("| path | time to first token ms (median) | TTFT overhead ms | tokens/s (median) | ratio |")
-    print("|---|---:|---:|---:|---:|")
+    print("| path | time to first token ms (median) | TTFT overhead ms | tokens/s seen (median) | ratio "
+          "| tokens/s in the engine |")
+    print("|---|---:|---:|---:|---:|---:|")
     for name, rows in results.items():
-        ttft, rate = statistics.median(t for t, _ in rows), statistics.median(r for _, r in rows)
-        print(f"| {name} | {ttft:.1f} | {ttft - base_ttft:+.1f} | {rate:.1f} | {rate / base_rate:.3f} |")
+        ttft, rate = statistics.median(t for t, _, _ in rows), statistics.median(r for _, r, _ in rows)
+        engine = [e for _, _, e in rows if e]
+        print(f"| {name} | {ttft:.1f} | {ttft - base_ttft:+.1f} | {rate:.1f} | {rate / base_rate:.3f} | "
+              f"{statistics.median(engine) if engine else rate:.1f} |")
+    print("\nCPU the panel's own processes spent per generated token during its rounds (the engine worker's "
+          "includes llama.cpp's head-side work):\n")
+    print("| process | ms CPU per token |")
+    print("|---|---:|")
+    for name, seconds in cpu.items():
+        print(f"| {name} | {1000 * seconds / tokens_seen:.2f} |")
 
 
 if __name__ == "__main__":

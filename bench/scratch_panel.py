@@ -32,8 +32,9 @@ def wait_port(port: int, within: float = 20) -> None:
 
 
 class Panel:
-    def __init__(self, data: Path, port: int, cookie: str, nodes: list, lan) -> None:
+    def __init__(self, data: Path, port: int, cookie: str, nodes: list, lan, pids: dict[str, int]) -> None:
         self.data, self.port, self.cookie, self.nodes, self.lan = data, port, cookie, nodes, lan
+        self.pids = pids
 
     @property
     def base(self) -> str:
@@ -105,7 +106,9 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
             subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
         ]
         wait_port(port)
-        yield Panel(data, port, cookie, nodes, lan)
+        pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
+                "redis": redis.process.pid}
+        yield Panel(data, port, cookie, nodes, lan, pids)
     finally:
         for process in reversed(processes):
             process.terminate()
