@@ -51,19 +51,21 @@ class LogCapture:
     def start(cls) -> "LogCapture":
         if cls._instance is None:
             cls._instance = cls()
-        cls._instance.lines = []
+        cls._instance.lines, cls._instance.keeping = [], True
         return cls._instance
 
     def __init__(self) -> None:
         import llama_cpp
 
         self.lines: list[str] = []
+        self.keeping = True
         self._callback = llama_cpp.llama_log_callback(self._on_line)  # kept: C holds only a pointer
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
 
     def _on_line(self, level: int, text: bytes, user_data) -> None:
         line = text.decode(errors="replace")
-        self.lines.append(line)
+        if self.keeping:
+            self.lines.append(line)
         if level in (2, 3):
             log.warning("llama.cpp: %s", line.rstrip())
 
@@ -102,7 +104,7 @@ class Engine:
                  ctx: int, expected_devices: list[str]) -> None:
         self.model_path, self.endpoints, self.ctx = model_path, endpoints, ctx
         self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
-        self.llm = None
+        self.llm, self._formatter = None, None
 
     def load(self, progress: Callable[[float], None]) -> None:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
@@ -118,27 +120,33 @@ class Engine:
                                  tensor_split=[float(x) for x in self.tensor_split] or None)
         except (ValueError, RuntimeError) as exc:
             raise EngineError(f"llama.cpp could not load the model: {exc}") from None
+        capture.keeping = False  # what follows (timings after each job) is only passed on to the log
         placed = {int(layer): device for layer, device in LAYER_PLACED.findall(capture.text())}
         found = [placed.get(i) for i in range(len(self.expected))]
         if self.endpoints and found != self.expected:
             raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
 
-    def chat_prompt(self, messages: list[dict]) -> tuple[list[int], list[str]]:
-        """The tokens llama-cpp-python's chat handler would build from the model's own template, and its stops."""
+    def formatter(self):
+        """The model's own chat template, compiled once (a Jinja compile per job would delay every answer)."""
         from llama_cpp import llama_chat_format
 
-        template = self.llm.metadata.get("tokenizer.chat_template")
-        if not template:
-            raise EngineError("This model has no chat template; use a completion instead.")
-        vocab = self.llm._model
+        if self._formatter is None:
+            template = self.llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise EngineError("This model has no chat template; use a completion instead.")
+            vocab = self.llm._model
 
-        def piece(token_id: int) -> str:
-            return vocab.token_get_text(token_id) if token_id >= 0 else ""
+            def piece(token_id: int) -> str:
+                return vocab.token_get_text(token_id) if token_id >= 0 else ""
 
-        formatter = llama_chat_format.Jinja2ChatFormatter(
-            template=template, eos_token=piece(self.llm.token_eos()), bos_token=piece(self.llm.token_bos()),
-            stop_token_ids=[self.llm.token_eos()])
-        formatted = formatter(messages=messages)
+            self._formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template, eos_token=piece(self.llm.token_eos()), bos_token=piece(self.llm.token_bos()),
+                stop_token_ids=[self.llm.token_eos()])
+        return self._formatter
+
+    def chat_prompt(self, messages: list[dict]) -> tuple[list[int], list[str]]:
+        """The tokens llama-cpp-python's chat handler would build from the model's own template, and its stops."""
+        formatted = self.formatter()(messages=messages)
         tokens = self.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
         stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
         return tokens, stops
