@@ -131,8 +131,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--pin", action="store_true",
+                        help="head and panel on CPU 0, the laptops on CPU 1: separate machines, as in a real lab")
     args = parser.parse_args()
+    if args.pin:
+        os.sched_setaffinity(0, {0})  # inherited by every panel process this script starts
     with scratch_panel() as panel:
+        if args.pin:
+            for laptop in panel.lan.laptops:
+                os.sched_setaffinity(laptop.sshd_pid, {1})  # and by everything started on the laptop
         import requests
 
         from models_app.library import ensure_bundled
@@ -162,8 +169,10 @@ def main() -> None:
                 rpcserver.stop(node.ssh_target(), node.install_dir, EXTRA_PORT)
     base_ttft = statistics.median(t for t, _, _ in results["in-process llama-cpp-python"])
     base_rate = statistics.median(r for _, r, _ in results["in-process llama-cpp-python"])
+    where = ("head and panel pinned to CPU 0, laptops to CPU 1" if args.pin
+             else "head, panel and laptops sharing both CPUs")
     print(f"\nBundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split), {args.rounds} alternating "
-          f"rounds of {args.tokens} greedy tokens, a new prompt each round\n")
+          f"rounds of {args.tokens} greedy tokens, a new prompt each round; {where}\n")
     print("| path | time to first token ms (median) | TTFT overhead ms | tokens/s seen (median) | ratio "
           "| tokens/s in the engine |")
     print("|---|---:|---:|---:|---:|---:|")

@@ -1,3 +1,5 @@
+import asyncio
+
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
@@ -17,11 +19,14 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=4403)
             return
         self.group, self.last_seq = stream.group(self.job_id), 0
-        await self.channel_layer.group_add(self.group, self.channel_name)  # before reading: nothing falls between
+        # Listening before reading what was kept: nothing falls between the two.
+        await self.channel_layer.group_add(self.group, self.channel_name)
+        self.live = await stream.Subscription(self.job_id).open()
         await self.accept()
         kept = await database_sync_to_async(stream.kept)(self.job_id)
         for event in kept:
             await self.relay(event)
+        self.reader = asyncio.create_task(self.read_live())
         job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
         if job.is_finished and not any(event.get("event") == "done" for event in kept):
             await self.send_json({"event": "done", **job.summary()})
@@ -30,7 +35,17 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"event": "queue", "position": place} if place else
                                  {"event": "status", "status": job.status})
 
+    async def read_live(self) -> None:
+        while True:
+            event = await self.live.next()
+            if event is not None:
+                await self.relay(event)
+
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "reader"):
+            self.reader.cancel()
+        if hasattr(self, "live"):
+            await self.live.close()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
@@ -67,7 +82,17 @@ class BatchConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.send_counts()
 
+    async def read_live(self) -> None:
+        while True:
+            event = await self.live.next()
+            if event is not None:
+                await self.relay(event)
+
     async def disconnect(self, code: int) -> None:
+        if hasattr(self, "reader"):
+            self.reader.cancel()
+        if hasattr(self, "live"):
+            await self.live.close()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 

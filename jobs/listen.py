@@ -20,16 +20,21 @@ QUIET_S = 2.0  # with nothing heard for this long, ask the database (a job cance
 class JobEvents:
     def __init__(self, job_id: int) -> None:
         self.job_id, self.last_seq = job_id, 0
-        self.layer, self.channel, self.pending = get_channel_layer(), "", None
+        self.layer, self.channel, self.pending, self.pending_live = get_channel_layer(), "", None, None
+        self.subscription: stream.Subscription | None = None
 
     async def open(self) -> "JobEvents":
         self.channel = await self.layer.new_channel()
         await self.layer.group_add(stream.group(self.job_id), self.channel)
+        self.subscription = await stream.Subscription(self.job_id).open()
         return self
 
     async def close(self) -> None:
-        if self.pending:
-            self.pending.cancel()
+        for pending in (self.pending, self.pending_live):
+            if pending:
+                pending.cancel()
+        if self.subscription:
+            await self.subscription.close()
         await self.layer.group_discard(stream.group(self.job_id), self.channel)
 
     async def events(self) -> AsyncIterator[dict]:
@@ -56,15 +61,21 @@ class JobEvents:
         return True
 
     async def live(self) -> dict | None:
-        """The next event sent to the group, or None after a quiet spell. One receive stays pending across
-        calls: cancelling a channel layer's receive can drop what it buffered."""
+        """The next event, from the engine (Redis) or from the group, or None after a quiet spell. One receive
+        of each stays pending across calls: cancelling a channel layer's receive can drop what it buffered."""
         if self.pending is None:
             self.pending = asyncio.ensure_future(self.layer.receive(self.channel))
-        done, _ = await asyncio.wait({self.pending}, timeout=QUIET_S)
-        if not done:
-            return None
-        message, self.pending = self.pending.result(), None
-        return message.get("payload")
+        if self.pending_live is None:
+            self.pending_live = asyncio.ensure_future(self.subscription.next())
+        done, _ = await asyncio.wait({self.pending, self.pending_live}, timeout=QUIET_S,
+                                     return_when=asyncio.FIRST_COMPLETED)
+        if self.pending_live in done:
+            event, self.pending_live = self.pending_live.result(), None
+            return event
+        if self.pending in done:
+            message, self.pending = self.pending.result(), None
+            return message.get("payload")
+        return None
 
 
 def ended(job_id: int) -> dict | None:

@@ -1,18 +1,28 @@
-"""A job's events on their way to listeners: sent to the job's group and kept in Redis for late joiners.
+"""A job's events on their way to listeners: kept in a Redis list for late joiners and published on the
+job's Redis channel, in one round trip per event.
 
-Every event has a sequence number. A browser that (re)connects mid-stream reads
-what is kept, then takes live events with a higher number only (jobs/consumers.py),
-so it sees every token once and in order. Events are kept an hour after the job ends;
-after that the job's row in the database has the whole text.
+The engine's events (tokens, status, done) have sequence numbers. A listener
+subscribes first, then reads what is kept, then takes live events with a higher
+number only (jobs/consumers.py, jobs/listen.py), so it sees every token once and in
+order. Events from elsewhere (queue places, a cancel while queued, a retry) go
+through the channel layer group `job_<id>` and carry no number. Tokens take Redis
+pub/sub rather than the channel layer: it costs the web server a fraction of the CPU
+per token, and on a small head that CPU is what a stream is slowed by
+(bench/panel_overhead.py). Events are kept an hour after the job ends; after that
+the job's row in the database has the whole text.
 """
 
 import json
+import logging
+import queue
+import threading
 import time
 
 import redis
+import redis.asyncio
 from django.conf import settings
 
-from clusterpanel.broadcast import Publisher
+log = logging.getLogger(__name__)
 
 KEEP_S = 3600
 
@@ -25,6 +35,10 @@ def key(job_id: int) -> str:
     return f"job:{job_id}:events"
 
 
+def channel(job_id: int) -> str:
+    return f"job:{job_id}:live"
+
+
 def store() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
 
@@ -35,12 +49,14 @@ def kept(job_id: int) -> list[dict]:
 
 
 class JobStream:
-    """Used by the engine: `token()` per token, `event()` for status changes; never blocks generation."""
+    """Used by the engine: `token()` per token, `event()` for status changes; never blocks generation
+    (a thread of its own sends, in order)."""
 
-    def __init__(self, publisher: Publisher | None = None) -> None:
-        self.publisher = publisher or Publisher()
+    def __init__(self) -> None:
         self.redis = store()
         self.seq: dict[int, int] = {}
+        self.queue: queue.Queue = queue.Queue()
+        threading.Thread(target=self._send, name="job-stream", daemon=True).start()
 
     def start(self, job_id: int) -> None:
         self.redis.delete(key(job_id))  # an earlier attempt's tokens are not this attempt's
@@ -51,21 +67,30 @@ class JobStream:
 
     def event(self, job_id: int, kind: str, payload: dict) -> None:
         self.seq[job_id] = seq = self.seq.get(job_id, 0) + 1
-        message = {"seq": seq, "event": kind, **payload}
+        self.queue.put((job_id, json.dumps({"seq": seq, "event": kind, **payload}), kind != "token" or seq == 1))
 
-        def keep() -> None:
-            if seq > 1 and kind == "token":
-                self.redis.rpush(key(job_id), json.dumps(message))  # one round trip per token
-                return
-            pipe = self.redis.pipeline()
-            pipe.rpush(key(job_id), json.dumps(message))
-            pipe.expire(key(job_id), KEEP_S)
-            pipe.execute()
+    def flush(self, timeout: float = 5.0) -> None:
+        """Wait until everything given so far has been sent."""
+        done = threading.Event()
+        self.queue.put(done)
+        done.wait(timeout)
 
-        self.publisher.send(group(job_id), "job.event", message, then=keep)
-
-    def flush(self) -> None:
-        self.publisher.flush()
+    def _send(self) -> None:
+        while True:
+            item = self.queue.get()
+            if isinstance(item, threading.Event):
+                item.set()
+                continue
+            job_id, text, refresh = item
+            try:
+                pipe = self.redis.pipeline(transaction=False)
+                pipe.rpush(key(job_id), text)
+                if refresh:
+                    pipe.expire(key(job_id), KEEP_S)
+                pipe.publish(channel(job_id), text)
+                pipe.execute()
+            except redis.RedisError as exc:  # the job's row stays the truth; a listener catches up from it
+                log.warning("could not send job %s's event: %s", job_id, exc)
 
 
 CANCEL_CHANNEL = "jobs:cancel"
@@ -93,3 +118,25 @@ def ask_to_cancel(job_id: int, cancel_key: str) -> None:
     client = store()
     client.set(cancel_key, 1, ex=3600)
     client.publish(CANCEL_CHANNEL, job_id)
+
+
+class Subscription:
+    """A listener's side (in the web server): the job's live events from Redis, for `async for`."""
+
+    def __init__(self, job_id: int) -> None:
+        self.client = redis.asyncio.Redis.from_url(settings.REDIS_URL)  # its own: event loops come and go
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.job_id = job_id
+
+    async def open(self) -> "Subscription":
+        await self.pubsub.subscribe(channel(self.job_id))
+        return self
+
+    async def next(self, timeout: float | None = None) -> dict | None:
+        """The next live event, or None when `timeout` passes without one."""
+        message = await self.pubsub.get_message(timeout=timeout)
+        return json.loads(message["data"]) if message else None
+
+    async def close(self) -> None:
+        await self.pubsub.aclose()
+        await self.client.aclose()
