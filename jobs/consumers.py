@@ -29,7 +29,8 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         self.reader = asyncio.create_task(self.read_live())
         job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
         if job.is_finished and not any(event.get("event") == "done" for event in kept):
-            await self.send_json({"event": "done", **job.summary()})
+            # Finished before its last event reached Redis (the row is written first): tell it from the row.
+            await self.send_json({"event": "done", **await database_sync_to_async(job.summary)()})
         elif not kept:
             place = await database_sync_to_async(queueing.position)(job)
             await self.send_json({"event": "queue", "position": place} if place else

@@ -10,6 +10,7 @@ import logging
 
 from django.conf import settings
 from django.db import transaction
+from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from jobs import queueing, stream
@@ -69,11 +70,13 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
         plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment)
     except PlanningError as exc:
         why = f"It no longer fits without {', '.join(dead)}: {exc}"
-        deployment.set_status(DeploymentStatus.DEGRADED, f"{deployment.status_detail} {why}".strip())
+        # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
+        deploy.stop(deployment, DeploymentStatus.FAILED, f"{deployment.status_detail} {why}".strip())
         for job in Job.objects.filter(pk__in=job_ids):
             job.error = f"{job.error} Not retried. {why}"
             job.save(update_fields=["error"])
             broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        fail_waiting(deployment, f"The deployment stopped: {why}")
         return
     with transaction.atomic():
         for stage in stages:
@@ -106,6 +109,15 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
     deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
                                                   "failed; the engine reloads the model.")
     retry(job_ids)
+
+
+def fail_waiting(deployment: Deployment, why: str) -> None:
+    """Jobs still queued on a deployment that will not come back."""
+    for job in Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED):
+        if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.FAILED, error=why,
+                                                                         finished=timezone.now()):
+            job.refresh_from_db()
+            broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
 
 
 def retry(job_ids: list[int]) -> None:

@@ -1,5 +1,5 @@
 """A laptop dies and the model no longer fits on the laptops left: the job and the deployment say so, with
-the planner's numbers, and nothing is retried."""
+the planner's numbers; nothing is retried and the deployment stops, giving its laptops' memory back."""
 
 import pytest
 
@@ -44,5 +44,5 @@ def test_when_the_model_no_longer_fits_the_job_and_deployment_say_why(tight_clus
     assert job.status == JobStatus.FAILED and victim.node.name in job.error
     assert "no longer fits" in job.error and "GiB" in job.error
     deployment = Deployment.objects.get(pk=tight_cluster.pk)
-    assert deployment.status == DeploymentStatus.DEGRADED and "no longer fits" in deployment.status_detail
+    assert deployment.status == DeploymentStatus.FAILED and "no longer fits" in deployment.status_detail
     assert not Job.objects.filter(retry_of=job).exists()
