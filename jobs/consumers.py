@@ -83,17 +83,7 @@ class BatchConsumer(AsyncJsonWebsocketConsumer):
         await self.accept()
         await self.send_counts()
 
-    async def read_live(self) -> None:
-        while True:
-            event = await self.live.next()
-            if event is not None:
-                await self.relay(event)
-
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "reader"):
-            self.reader.cancel()
-        if hasattr(self, "live"):
-            await self.live.close()
         if hasattr(self, "group"):
             await self.channel_layer.group_discard(self.group, self.channel_name)
 
