@@ -4,11 +4,15 @@ model on the same laptops driven in-process by llama-cpp-python.
 The bundled model is deployed over three simulated laptops (1 Gbit links, SSH tunnels, even split) through
 the panel; a second rpc-server on each laptop, tunnelled the same way, serves an in-process llama-cpp-python
 with the same n_gpu_layers/tensor_split. Rounds alternate: the panel path (POST to the chat page, the job
-through the queue and the engine, tokens through Redis and daphne to a real WebSocket client) and the
-in-process path (create_chat_completion streaming in a process of its own). Same prompt within a round,
-a new one each round, greedy.
+through the queue and the engine, tokens through Redis and the web server to a real WebSocket client) and the
+in-process path (create_chat_completion streaming in a process of its own), which goes first alternating.
+Same prompt within a round, a new one each round, greedy. Ratios are taken round by round.
 
-    .venv/bin/python bench/panel_overhead.py [--rounds 8] [--tokens 64]
+Two flags take the panel apart: --no-listener runs the panel path with nobody listening (its times are the
+engine's own token stamps), --engine-code has the in-process path run the engine's own code
+(jobs/engine.py) in a plain process.
+
+    .venv/bin/python bench/panel_overhead.py [--rounds 20] [--tokens 128] [--pin] [--no-listener] [--engine-code]
 """
 
 import argparse
@@ -26,19 +30,35 @@ EXTRA_PORT = 50310
 IN_PROCESS = r"""
 import json, sys, time
 from jobs import llamacpp
-endpoints, model, ngl, split, ctx = json.loads(sys.argv[1])
-llamacpp.register_rpc_servers(endpoints)
-from llama_cpp import Llama
-llm = Llama(model_path=model, n_ctx=ctx, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)
+endpoints, model, ngl, split, ctx, expected, engine_code = json.loads(sys.argv[1])
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0}
+times, cpu_at_first = [], []
+def seen(text=None):
+    times.append(time.time())
+    if len(times) == 1:
+        cpu_at_first.append(time.process_time())
+if engine_code:
+    import django; django.setup()
+    from jobs.engine import Engine
+    engine = Engine(model, endpoints, ngl, split, ctx, expected)
+    engine.load(lambda p: None)
+    def stream(ask):
+        prompt, stops = engine.chat_prompt(ask["messages"])
+        engine.run(prompt, {"max_tokens": ask["max_tokens"], **GREEDY}, seen, lambda: False, stops)
+else:
+    llamacpp.register_rpc_servers(endpoints)
+    from llama_cpp import Llama
+    llm = Llama(model_path=model, n_ctx=ctx, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)
+    def stream(ask):
+        for chunk in llm.create_chat_completion(ask["messages"], max_tokens=ask["max_tokens"], stream=True, **GREEDY):
+            if chunk["choices"][0]["delta"].get("content"):
+                seen()
 print("ready", flush=True)
 for line in sys.stdin:
-    ask = json.loads(line)
-    started, times = time.time(), []
-    for chunk in llm.create_chat_completion(ask["messages"], max_tokens=ask["max_tokens"], temperature=0.0,
-                                            top_p=1.0, top_k=40, repeat_penalty=1.0, stream=True):
-        if chunk["choices"][0]["delta"].get("content"):
-            times.append(time.time())
-    print(json.dumps({"started": started, "times": times}), flush=True)
+    ask, started = json.loads(line), time.time()
+    times.clear(), cpu_at_first.clear()
+    stream(ask)
+    print(json.dumps({"started": started, "times": times, "cpu": time.process_time() - cpu_at_first[0]}), flush=True)
 """
 
 
@@ -56,7 +76,7 @@ def cpu_seconds(pid: int) -> float:
 def panel_cpu(panel, deployment) -> dict[str, float]:
     from models_app.models import Deployment
 
-    pids = {"web (daphne)": panel.pids["web"], "redis": panel.pids["redis"],
+    pids = {"web server": panel.pids["web"], "redis": panel.pids["redis"],
             "engine worker": Deployment.objects.get(pk=deployment.pk).engine.get("worker", 0)}
     return {name: cpu_seconds(pid) for name, pid in pids.items()}
 
@@ -65,8 +85,9 @@ def prompt(round_no: int) -> list[dict]:
     return [{"role": "user", "content": f"Tell me, in round {round_no}, about clusters of old laptops."}]
 
 
-def through_panel(panel, session, deployment: int, round_no: int, tokens: int) -> dict:
-    """A new conversation each round, so the model sees exactly the in-process prompt."""
+def through_panel(panel, session, deployment, round_no: int, tokens: int, listener: bool = True) -> dict:
+    """A new conversation each round, so the model sees exactly the in-process prompt. Without a listener,
+    the times are the engine's own (when each token was handed to the stream)."""
     from websockets.sync.client import connect
 
     from clusterpanel.models import User
@@ -78,25 +99,36 @@ def through_panel(panel, session, deployment: int, round_no: int, tokens: int) -
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
     started = time.time()
     job = session.post(f"{panel.base}/chat/{conversation}/send/", timeout=10, json={
-        "text": prompt(round_no)[0]["content"], "deployment": deployment,
+        "text": prompt(round_no)[0]["content"], "deployment": deployment.pk,
         "params": {"temperature": 0, "top_p": 1, "top_k": 40, "repeat_penalty": 1, "max_tokens": tokens}},
         headers={"X-CSRFToken": token, "Referer": page.url}).json()["job"]
-    times = []
+    from jobs import stream
+    from jobs.models import Job
+
+    times, cpu = [], []
+    if not listener:
+        while not Job.objects.get(pk=job).is_finished:
+            time.sleep(0.05)
+        stamps = [event["t"] for event in stream.kept(job) if event.get("event") == "token"]
+        return {"started": started, "times": stamps, "engine_rate": None, "cpu": {}}
     with connect(f"ws://127.0.0.1:{panel.port}/ws/jobs/{job}/", additional_headers={"Cookie": panel.cookie},
                  origin=panel.base) as socket:
         while True:
             event = json.loads(socket.recv(timeout=120))
             if event.get("event") == "token":
                 times.append(time.time())
+                if len(times) == 1:
+                    cpu.append(panel_cpu(panel, deployment))
             elif event.get("event") == "done":
+                cpu.append(panel_cpu(panel, deployment))
                 break
-    from jobs.models import Job
-
     engine_rate = Job.objects.get(pk=job).timings()["tokens_per_s"]
-    return {"started": started, "times": times, "engine_rate": engine_rate}
+    return {"started": started, "times": times, "engine_rate": engine_rate,
+            "cpu": {name: cpu[1][name] - cpu[0][name] for name in cpu[0]}}
 
 
-def in_process_worker(panel, deployment):
+def in_process_worker(panel, deployment, engine_code: bool):
+    from models_app.deploy import expected_devices
     from nodes import rpcserver, ssh
 
     endpoints, forwards = [], []
@@ -109,7 +141,8 @@ def in_process_worker(panel, deployment):
     time.sleep(1)
     plan = deployment.plan
     worker = subprocess.Popen([sys.executable, "-c", IN_PROCESS, json.dumps(
-        [endpoints, deployment.model.path, plan["n_gpu_layers"], plan["tensor_split"], deployment.ctx])],
+        [endpoints, deployment.model.path, plan["n_gpu_layers"], plan["tensor_split"], deployment.ctx,
+         expected_devices(plan), engine_code])],
         cwd=ROOT, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     if worker.stdout.readline().strip() != "ready":
         raise SystemExit("the in-process llama-cpp-python did not load")
@@ -129,10 +162,14 @@ def summary(run: dict) -> tuple[float, float, float | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--tokens", type=int, default=64)
+    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--pin", action="store_true",
                         help="head and panel on CPU 0, the laptops on CPU 1: separate machines, as in a real lab")
+    parser.add_argument("--no-listener", action="store_true",
+                        help="no WebSocket client: the panel path's times are the engine's own token stamps")
+    parser.add_argument("--engine-code", action="store_true",
+                        help="the in-process path runs the engine's own code (jobs/engine.py) in a plain process")
     args = parser.parse_args()
     if args.pin:
         os.sched_setaffinity(0, {0})  # inherited by every panel process this script starts
@@ -148,45 +185,59 @@ def main() -> None:
         deployment = panel.deploy(ensure_bundled())
         session = requests.Session()
         session.cookies.set("sessionid", panel.cookie.split("=", 1)[1], domain="127.0.0.1")
-        worker, forwards = in_process_worker(panel, deployment)
-        results = {"panel (WebSocket client)": [], "in-process llama-cpp-python": []}
+        worker, forwards = in_process_worker(panel, deployment, args.engine_code)
+        panel_rows, in_process_rows, cpu = [], [], {}
         try:
-            cpu, tokens_seen = {}, 0
             for round_no in range(args.rounds):
-                before = panel_cpu(panel, deployment)
-                run = through_panel(panel, session, deployment.pk, round_no, args.tokens)
-                after = panel_cpu(panel, deployment)
-                for name in before:
-                    cpu[name] = cpu.get(name, 0.0) + after[name] - before[name]
-                tokens_seen += len(run["times"])
-                results["panel (WebSocket client)"].append(summary(run))
-                results["in-process llama-cpp-python"].append(summary(in_process(worker, round_no, args.tokens)))
+                # Which path goes first alternates, so neither always finds the machine as the other left it.
+                for path in (("panel", "in-process") if round_no % 2 == 0 else ("in-process", "panel")):
+                    if path == "panel":
+                        run = through_panel(panel, session, deployment, round_no, args.tokens, not args.no_listener)
+                        panel_rows.append(summary(run))
+                        for name, seconds in run["cpu"].items():
+                            cpu.setdefault(name, []).append((seconds, len(run["times"]) - 1))
+                    else:
+                        run = in_process(worker, round_no, args.tokens)
+                        in_process_rows.append(summary(run))
+                        cpu.setdefault("in-process llama-cpp-python", []).append((run["cpu"], len(run["times"]) - 1))
         finally:
             worker.stdin.close()
             worker.wait(30)
             for node, forward in forwards:
                 forward.close()
                 rpcserver.stop(node.ssh_target(), node.install_dir, EXTRA_PORT)
-    base_ttft = statistics.median(t for t, _, _ in results["in-process llama-cpp-python"])
-    base_rate = statistics.median(r for _, r, _ in results["in-process llama-cpp-python"])
+    report(args, panel_rows, in_process_rows, cpu)
+
+
+def report(args, panel_rows: list, in_process_rows: list, cpu: dict) -> None:
+    """Ratios and TTFT differences are taken round by round (same prompt, moments apart), then the median:
+    the machine's drift over a run cancels out of each pair."""
+    ratios = sorted(p[1] / b[1] for p, b in zip(panel_rows, in_process_rows, strict=True))
+    overheads = [p[0] - b[0] for p, b in zip(panel_rows, in_process_rows, strict=True)]
+    quartiles = statistics.quantiles(ratios, n=4) if len(ratios) > 1 else [ratios[0]] * 3
     where = ("head and panel pinned to CPU 0, laptops to CPU 1" if args.pin
              else "head, panel and laptops sharing both CPUs")
-    print(f"\nBundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split), {args.rounds} alternating "
-          f"rounds of {args.tokens} greedy tokens, a new prompt each round; {where}\n")
-    print("| path | time to first token ms (median) | TTFT overhead ms | tokens/s seen (median) | ratio "
-          "| tokens/s in the engine |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for name, rows in results.items():
-        ttft, rate = statistics.median(t for t, _, _ in rows), statistics.median(r for _, r, _ in rows)
-        engine = [e for _, _, e in rows if e]
-        print(f"| {name} | {ttft:.1f} | {ttft - base_ttft:+.1f} | {rate:.1f} | {rate / base_rate:.3f} | "
-              f"{statistics.median(engine) if engine else rate:.1f} |")
-    print("\nCPU the panel's own processes spent per generated token during its rounds (the engine worker's "
-          "includes llama.cpp's head-side work):\n")
+    if args.no_listener:
+        where += "; no listener (the panel path's times are the engine's)"
+    if args.engine_code:
+        where += "; the in-process path runs jobs/engine.py"
+    print(f"\nBundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split), {args.rounds} rounds of "
+          f"{args.tokens} greedy tokens on each path (order alternating), a new prompt each round; {where}\n")
+    print("| path | TTFT ms (median) | tokens/s seen (median) | tokens/s in the engine (median) |")
+    print("|---|---:|---:|---:|")
+    for name, rows in (("panel (WebSocket client)", panel_rows), ("in-process llama-cpp-python", in_process_rows)):
+        engine = [e for _, _, e in rows if e] or [r for _, r, _ in rows]
+        print(f"| {name} | {statistics.median(t for t, _, _ in rows):.1f} | "
+              f"{statistics.median(r for _, r, _ in rows):.1f} | {statistics.median(engine):.1f} |")
+    print(f"\nPanel vs in-process, round by round: tokens/s ratio median **{statistics.median(ratios):.3f}** "
+          f"(quartiles {quartiles[0]:.3f}–{quartiles[2]:.3f}, target ≥ 0.97); TTFT overhead median "
+          f"**{statistics.median(overheads):+.1f} ms** (target ≤ 30).\n")
+    print("CPU spent per generated token while tokens streamed (first token to last; the engine worker's and the "
+          "in-process run's include llama.cpp's head-side work):\n")
     print("| process | ms CPU per token |")
     print("|---|---:|")
-    for name, seconds in cpu.items():
-        print(f"| {name} | {1000 * seconds / tokens_seen:.2f} |")
+    for name, rows in cpu.items():
+        print(f"| {name} | {1000 * sum(s for s, _ in rows) / sum(n for _, n in rows):.2f} |")
 
 
 if __name__ == "__main__":

@@ -136,6 +136,10 @@ CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jo
 # How many times a job interrupted by a laptop's death is retried after the re-plan.
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
+# Tokens made within this many ms of the last send travel to listeners together (still one event each):
+# fewer wake-ups per token for a fast model on a small head; 0 sends every token on its own (jobs/stream.py).
+STREAM_HOLD_MS = env_int("STREAM_HOLD_MS", 50)
+
 # Batch files (docs/batch.md): the largest file and the most requests one batch may hold.
 BATCH_MAX_BYTES = env_int("BATCH_MAX_BYTES", 20 << 20)
 BATCH_MAX_LINES = env_int("BATCH_MAX_LINES", 10_000)

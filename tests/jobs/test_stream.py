@@ -1,0 +1,94 @@
+"""The engine's side of a job's stream against the real Redis: tokens close together travel in one message
+yet reach a listener as one event each, in order; nothing held is lost at the end; a dropped connection
+costs the events sent while it was down, not the stream."""
+
+import asyncio
+import time
+
+from jobs import stream
+
+JOB = 910_001
+
+
+def listen(job_id: int, until_seq: int, act) -> tuple[list[dict], int]:
+    """Events a live subscriber gets while `act()` runs, and how many Redis messages carried them."""
+
+    async def run() -> tuple[list[dict], int]:
+        subscription = await stream.Subscription(job_id).open()
+        messages, events = 0, []
+        real_get = subscription.pubsub.get_message
+
+        async def counting_get(**kwargs):
+            nonlocal messages
+            message = await real_get(**kwargs)
+            messages += message is not None
+            return message
+
+        subscription.pubsub.get_message = counting_get
+        await asyncio.to_thread(act)
+        while not events or events[-1]["seq"] < until_seq:
+            event = await subscription.next(timeout=5)
+            assert event is not None, f"the stream stopped after {events[-1:]}"
+            events.append(event)
+        await subscription.close()
+        return events, messages
+
+    return asyncio.run(run())
+
+
+def test_tokens_close_together_travel_together_and_arrive_one_event_each():
+    out = stream.JobStream(hold_ms=10_000)  # every token after the first is held until the end
+
+    def act():
+        out.start(JOB)
+        out.event(JOB, "status", {"status": "running"})
+        for n in range(20):
+            out.token(JOB, f"t{n} ")
+        out.event(JOB, "done", {"status": "succeeded"})
+        out.flush()
+
+    events, messages = listen(JOB, 22, act)
+    assert [e["seq"] for e in events] == list(range(1, 23))
+    assert [e["text"] for e in events if e["event"] == "token"] == [f"t{n} " for n in range(20)]
+    assert messages == 3, "status + first token, then the held tokens with done, then nothing else"
+    assert [e["seq"] for e in stream.kept(JOB)] == list(range(1, 23)), "kept one entry per event"
+
+
+def test_tokens_far_apart_go_at_once():
+    out = stream.JobStream(hold_ms=1)
+
+    def act():
+        out.start(JOB + 1)
+        for n in range(5):
+            out.token(JOB + 1, str(n))
+            time.sleep(0.01)
+
+    events, messages = listen(JOB + 1, 5, act)
+    assert [e["text"] for e in events] == ["0", "1", "2", "3", "4"] and messages == 5
+
+
+def test_a_new_job_sends_what_the_last_one_held():
+    out = stream.JobStream(hold_ms=10_000)
+    out.start(JOB + 2)
+    out.token(JOB + 2, "a")
+    out.token(JOB + 2, "b")  # held
+    out.start(JOB + 3)
+    out.token(JOB + 3, "c")
+    out.flush()
+    assert [e["text"] for e in stream.kept(JOB + 2)] == ["a", "b"]
+    assert [e["text"] for e in stream.kept(JOB + 3)] == ["c"]
+
+
+def test_after_redis_drops_the_connection_the_next_events_get_through():
+    out = stream.JobStream(hold_ms=0)
+    out.start(JOB + 4)
+    out.token(JOB + 4, "before")
+    out.flush()
+    host, port = out._connection._sock.getsockname()[:2]
+    assert out.redis.client_kill(f"{host}:{port}"), "Redis dropped the stream's connection"
+    for _ in range(3):  # the first write after the kill may still land in the dead socket's buffer
+        out.token(JOB + 4, "after")
+        out.flush()
+        time.sleep(0.05)
+    texts = [e["text"] for e in stream.kept(JOB + 4)]
+    assert texts[0] == "before" and "after" in texts
