@@ -19,10 +19,13 @@ import time
 import redis
 import redis.asyncio
 from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger(__name__)
 
 KEEP_S = 3600
+RETRY_S = 5.0  # after Redis failed the engine, how long tokens go unsent before it is tried again
 
 
 def group(job_id: int) -> str:
@@ -71,6 +74,7 @@ class JobStream:
         self.held_for: int | None = None
         self.sent_at = 0.0
         self._connection = None
+        self._retry_at = 0.0
 
     def start(self, job_id: int) -> None:
         self.redis.delete(key(job_id))  # an earlier attempt's tokens are not this attempt's
@@ -123,13 +127,19 @@ class JobStream:
 
     def _connect(self):
         if self._connection is None:
-            connection = self.redis.connection_pool.make_connection()
+            if time.monotonic() < self._retry_at:  # Redis just failed us: generation does not wait on it per token
+                raise redis.ConnectionError("Redis was unreachable a moment ago")
+            pool = self.redis.connection_pool
+            # No retries and short timeouts: a Redis that is down may cost a token a second, never a stall.
+            connection = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0),
+                                                  "socket_connect_timeout": 1, "socket_timeout": 1})
             connection.connect()
             connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
             self._connection = connection
         return self._connection
 
     def _drop(self) -> None:
+        self._retry_at = time.monotonic() + RETRY_S
         if self._connection is not None:
             self._connection.disconnect()
             self._connection = None

@@ -3,7 +3,10 @@ yet reach a listener as one event each, in order; nothing held is lost at the en
 costs the events sent while it was down, not the stream."""
 
 import asyncio
+import socket
 import time
+
+import redis
 
 from jobs import stream
 
@@ -79,16 +82,35 @@ def test_a_new_job_sends_what_the_last_one_held():
     assert [e["text"] for e in stream.kept(JOB + 3)] == ["c"]
 
 
-def test_after_redis_drops_the_connection_the_next_events_get_through():
+def test_after_redis_drops_the_connection_the_next_events_get_through(monkeypatch):
+    monkeypatch.setattr(stream, "RETRY_S", 0.05)
     out = stream.JobStream(hold_ms=0)
     out.start(JOB + 4)
     out.token(JOB + 4, "before")
     out.flush()
     host, port = out._connection._sock.getsockname()[:2]
     assert out.redis.client_kill(f"{host}:{port}"), "Redis dropped the stream's connection"
-    for _ in range(3):  # the first write after the kill may still land in the dead socket's buffer
+    for _ in range(40):  # the first write after the kill may land in the dead socket's buffer, or fail
         out.token(JOB + 4, "after")
         out.flush()
+        if "after" in [e["text"] for e in stream.kept(JOB + 4)]:
+            break
         time.sleep(0.05)
     texts = [e["text"] for e in stream.kept(JOB + 4)]
     assert texts[0] == "before" and "after" in texts
+
+
+def test_while_redis_is_unreachable_tokens_do_not_try_it_one_by_one(caplog):
+    out = stream.JobStream(hold_ms=0)
+    with socket.socket() as closed:  # a port nobody listens on
+        closed.bind(("127.0.0.1", 0))
+        out.redis = redis.Redis(port=closed.getsockname()[1], socket_connect_timeout=1)
+    attempts = []
+    pool = out.redis.connection_pool
+    real = pool.connection_class
+    pool.connection_class = lambda **kwargs: attempts.append(kwargs) or real(**kwargs)
+    for n in range(50):
+        out.token(JOB + 5, str(n))
+    assert len(attempts) == 1, "one try, then a pause before the next"
+    assert attempts[0]["retry"].get_retries() == 0, "and that try is not retried"
+    assert "could not send" in caplog.text
