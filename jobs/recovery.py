@@ -22,6 +22,7 @@ from nodes import rpcserver, ssh
 from nodes.models import RpcServer
 
 log = logging.getLogger(__name__)
+STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins
 
 
 def dead_laptops(deployment: Deployment) -> dict[str, str]:
@@ -53,11 +54,14 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
 
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
-        runner.finish(job, JobStatus.FAILED, error=f"Stopped: {', '.join(dead)} stopped answering during "
+        runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
                                                    f"generation ({what}).")
-    deployment.set_status(DeploymentStatus.DEGRADED,
-                          f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
-    recover_deployment.delay(deployment.pk, list(dead), [job.pk for job in interrupted])
+    # The supervisor stops this engine (and this process) as soon as it sees the deployment degraded: the
+    # status commits only once the recovery task is sent, or a quick supervisor left it never sent.
+    with transaction.atomic():
+        deployment.set_status(DeploymentStatus.DEGRADED,
+                              f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
+        recover_deployment.delay(deployment.pk, list(dead), [job.pk for job in interrupted])
 
 
 def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
@@ -72,10 +76,7 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
         why = f"It no longer fits without {', '.join(dead)}: {exc}"
         # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
         deploy.stop(deployment, DeploymentStatus.FAILED, f"{deployment.status_detail} {why}".strip())
-        for job in Job.objects.filter(pk__in=job_ids):
-            job.error = f"{job.error} Not retried. {why}"
-            job.save(update_fields=["error"])
-            broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        not_retried(Job.objects.filter(pk__in=job_ids), why)
         fail_waiting(deployment, f"The deployment stopped: {why}")
         return
     with transaction.atomic():
@@ -105,6 +106,7 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
             deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
     except deploy.DeployError as exc:
         deploy.stop(deployment, DeploymentStatus.FAILED, str(exc))
+        not_retried(Job.objects.filter(pk__in=job_ids), str(exc))
         return
     deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
                                                   "failed; the engine reloads the model.")
@@ -128,9 +130,33 @@ def retry(job_ids: list[int]) -> None:
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
         if depth >= allowed or (job.batch_id and job.batch.cancelled):
+            not_retried([job], "its batch was cancelled." if depth < allowed else f"it was retried {depth} "
+                                                                                  "time(s) already.")
             continue
         again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
                     prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
                     batch=job.batch, line=job.line, custom_id=job.custom_id)
         queueing.submit(again)
         broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})
+
+
+NOT_RETRIED = "Not retried."
+
+
+def not_retried(jobs, why: str) -> None:
+    """Write down that a job failed by a laptop's death gets no retry, and tell its listeners again."""
+    for job in jobs:
+        job.error = f"{job.error} {NOT_RETRIED} {why}"
+        job.save(update_fields=["error"])
+        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+
+
+def retry_state(job_id: int) -> tuple[bool, int | None]:
+    """For a failed job: whether a retry may still come, and the retry once it is there. A job failed by
+    a laptop's death waits until recovery either submits its retry or writes down why not."""
+    job = Job.objects.get(pk=job_id)
+    again = Job.objects.filter(retry_of=job).values_list("pk", flat=True).first()
+    if again is not None:
+        return False, again
+    waiting = job.status == JobStatus.FAILED and job.error.startswith(STOPPED) and NOT_RETRIED not in job.error
+    return waiting, None
