@@ -3,10 +3,13 @@
 Each request is one job, queued like any other. The response waits for the job's
 first token (or its end) before it answers, so a prompt too long for the context
 is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
-for the whole answer. A client that goes away takes its job with it.
+for the whole answer. A client that goes away takes its job with it. A job that a
+laptop's death failed before anything was sent is followed to its retry, so the
+client gets the retried answer rather than the failure.
 """
 
 import json
+import time
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -15,11 +18,13 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel import apiauth
-from jobs import inputs, openai_api, queueing
+from jobs import inputs, openai_api, queueing, recovery
 from jobs.inputs import InputError
 from jobs.listen import JobEvents
 from jobs.models import Job, JobKind, JobStatus
 from jobs.openai_api import Request, Shapes
+
+FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
 
 
 def failed(status: int, message: str, param: str | None = None, code: str | None = None,
@@ -103,7 +108,7 @@ class Answer:
     """One request's response, from the job's events."""
 
     def __init__(self, job: Job, wanted: Request, model: str) -> None:
-        self.job, self.wanted = job, wanted
+        self.job, self.wanted, self.model = job, wanted, model
         self.shapes = Shapes(job.pk, int(job.created.timestamp()), model, wanted.kind)
         self.listener, self.events = JobEvents(job.pk), None
         self.head: list[dict] = []  # events read before answering: up to the first token, or all of them
@@ -116,6 +121,13 @@ class Answer:
             await self.read_until(lambda event: event["event"] == "token" and self.wanted.stream)
             done = self.done()
             if done and done.get("status") == JobStatus.FAILED:
+                again = await self.retried()
+                if again is not None:
+                    await self.end()
+                    handed_on = True
+                    retry = await sync_to_async(Job.objects.get)(pk=again)
+                    return await Answer(retry, self.wanted, self.model).respond()
+                done = await sync_to_async(lambda: Job.objects.get(pk=self.job.pk).summary())()
                 status, body = openai_api.failure(done, self.wanted)
                 return JsonResponse(body, status=status)
             if not self.wanted.stream:
@@ -126,6 +138,16 @@ class Answer:
         finally:
             if not handed_on:
                 await self.end()
+
+    async def retried(self) -> int | None:
+        """The retry of a job a laptop's death failed, once recovery submits it; None if none is coming."""
+        deadline = time.monotonic() + FOLLOW_RETRY_S
+        while time.monotonic() < deadline:
+            waiting, again = await sync_to_async(recovery.retry_state)(self.job.pk)
+            if not waiting:
+                return again
+            await self.listener.live()  # wakes on the retry (or not-retried) event, or after a quiet spell
+        return None
 
     async def read_until(self, enough) -> None:
         async for event in self.events:

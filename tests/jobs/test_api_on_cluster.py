@@ -1,9 +1,11 @@
 """The OpenAI-compatible API on a real deployment over simulated laptops, through the real daphne server:
 a streamed chat equals the whole answer, usage counts are llama.cpp's, a client that hangs up cancels its
-job, and a prompt longer than the context is a 400 naming the numbers."""
+job, a prompt longer than the context is a 400 naming the numbers, and a request whose laptop dies under it
+gets the retried answer."""
 
 import json
 import re
+import threading
 
 import pytest
 import requests
@@ -11,6 +13,8 @@ import requests
 from clusterpanel.models import ApiToken
 from jobs import oneshot
 from jobs.models import Job, JobStatus
+from jobs.stream import kept
+from nodes import ssh
 from nodes.models import ActionKind
 from tests.conftest import wait_until
 from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
@@ -95,3 +99,30 @@ def test_a_client_that_hangs_up_cancels_its_job_and_a_long_prompt_is_a_400(clust
         assert error["code"] == "context_length_exceeded" and error["param"] == "prompt"
         numbers = [int(n) for n in re.findall(r"\d+", error["message"])]
         assert 1024 in numbers and any(n > 1500 for n in numbers), error["message"]
+
+
+def test_a_request_whose_laptop_dies_under_it_gets_the_retried_answer(cluster, web_server, celery_worker, auth, bob):
+    body = {"model": cluster.model.name, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 900,
+            **GREEDY}
+    answer = {}
+    request = threading.Thread(target=lambda: answer.update(response=requests.post(
+        f"{web_server}/v1/chat/completions", json=body, headers=auth, timeout=300)))
+    request.start()
+
+    def generating() -> Job | None:
+        assert "response" not in answer, f"answered before the kill: {answer['response'].text}"
+        job = Job.objects.filter(user=bob).order_by("-pk").first()
+        return job if job and len(kept(job.pk)) > 5 else None
+
+    first = wait_until(generating, 60, "generation under way")
+    victim = cluster.stages.select_related("node", "server").get(position=1)
+    ssh.run(victim.node.ssh_target(), ["kill", "-9", str(victim.server.pid)])
+    request.join(300)
+
+    first.refresh_from_db()
+    assert first.status == JobStatus.FAILED and victim.node.name in first.error
+    retry = Job.objects.get(retry_of=first)
+    response = answer["response"]
+    assert response.status_code == 200, response.text
+    assert response.json()["id"] == f"chatcmpl-{retry.pk}"
+    assert response.json()["choices"][0]["message"]["content"] == retry.output != ""
