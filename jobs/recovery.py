@@ -130,13 +130,17 @@ def retry(job_ids: list[int]) -> None:
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
         if depth >= allowed or (job.batch_id and job.batch.cancelled):
-            not_retried([job], "its batch was cancelled." if depth < allowed else f"it was retried {depth} "
-                                                                                  "time(s) already.")
+            not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
+                        else "Its batch was cancelled.")
             continue
         again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
                     prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
                     batch=job.batch, line=job.line, custom_id=job.custom_id)
-        queueing.submit(again)
+        try:
+            queueing.submit(again)
+        except queueing.QueueError as exc:  # the deployment went away while it was being brought back
+            not_retried([job], str(exc))
+            continue
         broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})
 
 

@@ -1,0 +1,48 @@
+"""What recovery decides for a job a laptop's death failed, as a listener (the OpenAI API) learns it: a retry
+is coming, here is the retry, or no retry and why. No job is left waiting for a retry that will not come."""
+
+import pytest
+
+from jobs import recovery
+from jobs.models import Job, JobKind, JobStatus
+from models_app.models import DeploymentStatus
+
+
+@pytest.fixture
+def failed(ready, bob) -> Job:
+    return Job.objects.create(kind=JobKind.COMPLETION, deployment=ready, user=bob, prompt="hi",
+                              params={"max_tokens": 4}, status=JobStatus.FAILED,
+                              error="Stopped: test-2 stopped answering during generation (killed).")
+
+
+def test_a_job_failed_by_a_laptop_waits_for_its_retry_then_points_to_it(failed, settings):
+    settings.JOB_RETRIES = 1
+    assert recovery.retry_state(failed.pk) == (True, None), "recovery has not decided yet"
+    recovery.retry([failed.pk])
+    again = Job.objects.get(retry_of=failed)
+    assert again.status == JobStatus.QUEUED and again.prompt == "hi"
+    assert recovery.retry_state(failed.pk) == (False, again.pk)
+
+
+def test_no_retry_is_written_down_with_the_reason(failed, settings):
+    settings.JOB_RETRIES = 0
+    recovery.retry([failed.pk])
+    failed.refresh_from_db()
+    assert "Not retried. Its retries are used up (JOB_RETRIES=0)." in failed.error
+    assert recovery.retry_state(failed.pk) == (False, None)
+    assert not Job.objects.filter(retry_of=failed).exists()
+
+
+def test_a_deployment_gone_while_coming_back_means_no_retry_and_says_so(failed, ready, settings):
+    settings.JOB_RETRIES = 1
+    ready.set_status(DeploymentStatus.FAILED, "rpc-servers did not come up")
+    recovery.retry([failed.pk])
+    failed.refresh_from_db()
+    assert "Not retried." in failed.error and "not ready" in failed.error
+    assert recovery.retry_state(failed.pk) == (False, None)
+
+
+def test_other_failures_are_not_waited_on(failed):
+    failed.error = "Context length exceeded: the prompt has 2000 tokens and the deployment's context is 1024."
+    failed.save()
+    assert recovery.retry_state(failed.pk) == (False, None)
