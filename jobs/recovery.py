@@ -23,6 +23,7 @@ from nodes.models import RpcServer
 
 log = logging.getLogger(__name__)
 STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins
+NOT_RETRIED = "Not retried."  # and what recovery adds to it when no retry will come
 
 
 def dead_laptops(deployment: Deployment) -> dict[str, str]:
@@ -119,7 +120,7 @@ def fail_waiting(deployment: Deployment, why: str) -> None:
         if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.FAILED, error=why,
                                                                          finished=timezone.now()):
             job.refresh_from_db()
-            broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+            announce_done(job)
 
 
 def retry(job_ids: list[int]) -> None:
@@ -144,15 +145,17 @@ def retry(job_ids: list[int]) -> None:
         broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})
 
 
-NOT_RETRIED = "Not retried."
-
-
 def not_retried(jobs, why: str) -> None:
     """Write down that a job failed by a laptop's death gets no retry, and tell its listeners again."""
     for job in jobs:
         job.error = f"{job.error} {NOT_RETRIED} {why}"
         job.save(update_fields=["error"])
-        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        announce_done(job)
+
+
+def announce_done(job: Job) -> None:
+    """A job's end, told to its listeners by whoever settled it outside the engine."""
+    broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
 
 
 def retry_state(job_id: int) -> tuple[bool, int | None]:
