@@ -133,6 +133,13 @@ CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
 
+# How long an rpc-server's OpenMP threads spin for work before they sleep (libgomp's GOMP_SPINCOUNT, in
+# rounds of a pause instruction). libgomp's own 300 000 keep a laptop's cores busy for milliseconds after
+# each of its computations, most of the time it waits for the other laptops: laptops sharing cores (the
+# simulated LAN, two deployments on one laptop) run at little more than half the speed. 100 000 costs a
+# laptop computing alone nothing measurable (bench/omp_spin.py). 0: libgomp's default.
+RPC_SPIN_COUNT = env_int("RPC_SPIN_COUNT", 100_000)
+
 # How many times a job interrupted by a laptop's death is retried after the re-plan.
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 

@@ -12,12 +12,13 @@ from dataclasses import dataclass
 from nodes import ssh
 
 START = """
-dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"
+dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"
 mkdir -p "$dir" "$cache" || exit 3
 if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "running $(cat "$dir/pid")"; exit 0; fi
 [ -x "$bin" ] || { echo "no runtime at $bin" >&2; exit 4; }
 [ -f "$dir/log" ] && mv "$dir/log" "$dir/log.1"
 rm -f "$dir/pid"
+if [ "$spin" -gt 0 ] 2>/dev/null; then export GOMP_SPINCOUNT="$spin"; fi
 # A small shell stays as the server's parent to write down how it ended.
 LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
   '"$0" "$@" & echo $! > "$PIDFILE"; wait $!; echo "ggml-rpc-server exited with status $?"' \
@@ -75,13 +76,18 @@ def folder(install_dir: str, port: int) -> str:
     return ssh.remote_path(f"{install_dir.rstrip('/')}/rpc/{port}")
 
 
-def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0) -> int:
-    """Start (or find running) the server on `port`; its pid. threads=0: one per logical core."""
+def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0,
+          spin_count: int | None = None) -> int:
+    """Start (or find running) the server on `port`; its pid. threads=0: one per logical core.
+    spin_count: its OpenMP threads' GOMP_SPINCOUNT (settings.RPC_SPIN_COUNT when None; 0: libgomp's default)."""
+    from django.conf import settings
+
+    spin_count = settings.RPC_SPIN_COUNT if spin_count is None else spin_count
     base = install_dir.rstrip("/")
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
     threads = threads or int(ssh.run(target, ["nproc"]).stdout.strip() or 1)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
-                    ssh.remote_path(f"{base}/cache"))
+                    ssh.remote_path(f"{base}/cache"), str(spin_count))
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
     if result.exit_status != 0 or not result.stdout.split()[-1:]:

@@ -104,3 +104,18 @@ def test_it_restarts_a_server_on_request_without_counting_a_death(nodes, supervi
 
     wait_until(restarted, RESTART_WITHIN_S, "restart on request")
     assert server.restarts == 0 and server.last_death == ""
+
+
+def server_environment(node, pid: int) -> dict[str, str]:
+    raw = ssh.sh(node.ssh_target(), 'tr "\\0" "\\n" < "/proc/$1/environ"', str(pid)).stdout
+    return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
+
+
+def test_its_openmp_threads_sleep_soon_after_each_computation(nodes, settings):
+    """libgomp's own spin keeps every core of a laptop busy between tokens (bench/omp_spin.py)."""
+    node = nodes[0]
+    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50130)
+    assert server_environment(node, pid)["GOMP_SPINCOUNT"] == str(settings.RPC_SPIN_COUNT)
+    settings.RPC_SPIN_COUNT = 0
+    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50131)
+    assert "GOMP_SPINCOUNT" not in server_environment(node, pid), "0 leaves libgomp's default"
