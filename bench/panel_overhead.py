@@ -12,7 +12,7 @@ Two flags take the panel apart: --no-listener runs the panel path with nobody li
 engine's own token stamps), --engine-code has the in-process path run the engine's own code
 (jobs/engine.py) in a plain process.
 
-    .venv/bin/python bench/panel_overhead.py [--rounds 20] [--tokens 128] [--pin] [--no-listener] [--engine-code]
+    .venv/bin/python bench/panel_overhead.py [--rounds 40] [--tokens 128] [--pin] [--no-listener] [--engine-code]
 """
 
 import argparse
@@ -162,7 +162,7 @@ def summary(run: dict) -> tuple[float, float, float | None]:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--rounds", type=int, default=20)
+    parser.add_argument("--rounds", type=int, default=40)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--pin", action="store_true",
                         help="head and panel on CPU 0, the laptops on CPU 1: separate machines, as in a real lab")
