@@ -382,5 +382,5 @@ def is_running(pid: int) -> bool:
     """Alive and not a zombie waiting for its parent to reap it."""
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, IndexError):
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone before, or between open and read
         return False
