@@ -118,11 +118,12 @@ def set_engine(deployment: Deployment, **fields) -> None:
 
 
 def run(job_id: int) -> None:
+    """A job's message: run whichever of its deployment's waiting jobs comes first (jobs/queueing.py)."""
     close_old_connections()
-    job = Job.objects.select_related("deployment").filter(pk=job_id).first()
-    if job is None or job.status != JobStatus.QUEUED or not current(job.deployment):
-        return  # done already, or for the next engine of this deployment: it re-sends the message
-    job = queueing.claim(job_id)
+    sent_for = Job.objects.select_related("deployment").filter(pk=job_id).first()
+    if sent_for is None or not current(sent_for.deployment):
+        return  # for the next engine of this deployment: it re-sends the message of every waiting job
+    job = queueing.claim_next(sent_for.deployment_id)
     if job is None:
         return
     queueing.announce_positions(job.deployment_id)

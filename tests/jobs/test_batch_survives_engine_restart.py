@@ -1,6 +1,7 @@
 """A 20-line batch on a real deployment loses nothing and does nothing twice when its engine worker's whole
 process group is killed midway: the supervisor starts a new one, the interrupted item runs again (its result
-was never stored), the items already done keep their results untouched, and every line ends with one result."""
+was never stored), the items already done keep their results untouched, and every line ends with one result.
+And a chat sent while a batch runs waits for the item under way, not for the batch."""
 
 import json
 import os
@@ -10,12 +11,12 @@ import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs import batch_output, stream
-from jobs.models import Batch, JobStatus
+from jobs import batch_output, queueing, stream
+from jobs.models import Batch, Job, JobStatus
 from models_app.models import Deployment
 from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready
+from tests.jobs.cluster import GREEDY, chat, deploy_bundled, end_engines, engine_ready
 from tests.nodes.laptops import register_all
 
 LINES = 20
@@ -93,3 +94,19 @@ def test_it_resumes_after_the_engine_group_is_killed_and_runs_every_line_once(cl
     assert len(results) == LINES and len({r["custom_id"] for r in results}) == LINES
     assert all(r["response"]["status_code"] == 200 and r["error"] is None for r in results)
     assert all(r["response"]["body"]["usage"]["completion_tokens"] > 0 for r in results)
+
+
+def test_a_chat_sent_during_a_batch_runs_after_the_item_under_way(cluster, bob):
+    batch = upload(cluster, bob)
+    wait_until(lambda: under_way(batch), 120, "an item under way")
+    job = chat(cluster, bob, "Say hello.", max_tokens=8)
+    assert queueing.position(job) == 1, "ahead of every waiting item"
+
+    wait_until(lambda: Job.objects.get(pk=job.pk).is_finished, 120, "the chat to finish")
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED
+    meanwhile = batch.items.filter(started__gt=job.created, started__lt=job.started).count()
+    # 1: an item claimed in the moment between the chat row's timestamp and its commit
+    assert meanwhile <= 1, f"{meanwhile} batch items started while the chat waited"
+    wait_until(lambda: all_lines_done(batch), 300, "every line to finish")
+    assert batch.items.filter(started__gt=job.finished).count() >= LINES // 2, "the batch went on after the chat"
