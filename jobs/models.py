@@ -84,7 +84,8 @@ class Job(models.Model):
 
     class Meta:
         ordering = ["created", "pk"]
-        indexes = [models.Index(fields=["deployment", "status", "created"])]
+        indexes = [models.Index(fields=["deployment", "status", "created"]),
+                   models.Index(fields=["deployment", "status", "batch", "created"])]  # queueing.ORDER
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}, {self.status})"

@@ -118,12 +118,13 @@ def set_engine(deployment: Deployment, **fields) -> None:
 
 
 def run(job_id: int) -> None:
-    """A job's message: run whichever of its deployment's waiting jobs comes first (jobs/queueing.py)."""
+    """A job's message: run whichever of this deployment's waiting jobs comes first (jobs/queueing.py), which
+    need not be `job_id` — nor need that job still exist."""
     close_old_connections()
-    sent_for = Job.objects.select_related("deployment").filter(pk=job_id).first()
-    if sent_for is None or not current(sent_for.deployment):
+    deployment = Deployment.objects.filter(pk=deployment_id()).first()
+    if deployment is None or not current(deployment):
         return  # for the next engine of this deployment: it re-sends the message of every waiting job
-    job = queueing.claim_next(sent_for.deployment_id)
+    job = queueing.claim_next(deployment.pk)
     if job is None:
         return
     queueing.announce_positions(job.deployment_id)

@@ -18,7 +18,7 @@ if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "runn
 [ -x "$bin" ] || { echo "no runtime at $bin" >&2; exit 4; }
 [ -f "$dir/log" ] && mv "$dir/log" "$dir/log.1"
 rm -f "$dir/pid"
-if [ "$spin" -gt 0 ] 2>/dev/null; then export GOMP_SPINCOUNT="$spin"; fi
+if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCOUNT; fi
 # A small shell stays as the server's parent to write down how it ended.
 LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
   '"$0" "$@" & echo $! > "$PIDFILE"; wait $!; echo "ggml-rpc-server exited with status $?"' \
@@ -87,7 +87,7 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
     threads = threads or int(ssh.run(target, ["nproc"]).stdout.strip() or 1)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
-                    ssh.remote_path(f"{base}/cache"), str(spin_count))
+                    ssh.remote_path(f"{base}/cache"), str(int(spin_count)))
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
     if result.exit_status != 0 or not result.stdout.split()[-1:]:

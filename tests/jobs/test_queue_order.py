@@ -53,3 +53,25 @@ def test_a_job_cancelled_while_waiting_is_passed_over(make, ready):
     assert queueing.claim_next(ready.pk).pk == next_one.pk
     gone.refresh_from_db()
     assert gone.status == JobStatus.CANCELLED
+
+
+def test_jobs_made_in_the_same_instant_go_in_the_order_they_were_saved(make, ready):
+    tied = [make(), make(), make()]
+    Job.objects.filter(pk__in=[job.pk for job in tied]).update(created=tied[0].created)
+    tied = [Job.objects.get(pk=job.pk) for job in tied]
+
+    assert [queueing.position(job) for job in tied] == [1, 2, 3]
+    assert [queueing.claim_next(ready.pk).pk for _ in tied] == [job.pk for job in tied]
+
+
+def test_a_job_cancelled_between_being_chosen_and_claimed_is_passed_over(make, ready, monkeypatch):
+    first, second = make(), make()
+    claim = queueing.claim
+
+    def cancelled_first(job_id: int):
+        if job_id == first.pk:
+            queueing.cancel(first)  # the user's cancel lands just after claim_next chose this job
+        return claim(job_id)
+
+    monkeypatch.setattr(queueing, "claim", cancelled_first)
+    assert queueing.claim_next(ready.pk).pk == second.pk

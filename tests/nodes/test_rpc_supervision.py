@@ -111,7 +111,7 @@ def server_environment(node, pid: int) -> dict[str, str]:
     return dict(line.split("=", 1) for line in raw.splitlines() if "=" in line)
 
 
-def test_its_openmp_threads_sleep_soon_after_each_computation(nodes, settings):
+def test_it_starts_a_server_with_the_spin_count_for_its_openmp_threads(nodes, settings):
     """libgomp's own spin keeps every core of a laptop busy between tokens (bench/omp_spin.py)."""
     node = nodes[0]
     pid = rpcserver.start(node.ssh_target(), node.install_dir, 50130)
