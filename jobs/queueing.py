@@ -116,7 +116,7 @@ def cancel(job: Job) -> Job:
     if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED,
                                                                        finished=timezone.now()):
         job.refresh_from_db()
-        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        stream.announce_done(job)
         announce_positions(job.deployment_id)
     elif job.status == JobStatus.RUNNING:
         stream.ask_to_cancel(job.pk, cancel_key(job.pk))

@@ -120,7 +120,7 @@ def fail_waiting(deployment: Deployment, why: str) -> None:
         if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.FAILED, error=why,
                                                                          finished=timezone.now()):
             job.refresh_from_db()
-            announce_done(job)
+            stream.announce_done(job)
 
 
 def retry(job_ids: list[int]) -> None:
@@ -150,12 +150,7 @@ def not_retried(jobs, why: str) -> None:
     for job in jobs:
         job.error = f"{job.error} {NOT_RETRIED} {why}"
         job.save(update_fields=["error"])
-        announce_done(job)
-
-
-def announce_done(job: Job) -> None:
-    """A job's end, told to its listeners by whoever settled it outside the engine."""
-    broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        stream.announce_done(job)
 
 
 def retry_state(job_id: int) -> tuple[bool, int | None]:

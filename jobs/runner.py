@@ -172,7 +172,7 @@ def finish(job: Job, status: str, **fields) -> None:
         State.out.event(job.pk, "done", job.summary())
         State.out.flush()
     else:
-        broadcast(stream.group(job.pk), "job.event", {"event": "done", **job.summary()})
+        stream.announce_done(job)
     stream.store().delete(queueing.cancel_key(job.pk))
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})

@@ -22,6 +22,8 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from clusterpanel.broadcast import broadcast
+
 log = logging.getLogger(__name__)
 
 KEEP_S = 3600
@@ -42,6 +44,12 @@ def channel(job_id: int) -> str:
 
 def store() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def announce_done(job) -> None:
+    """A job's end, told to its listeners by whoever settled it outside the engine's stream (a cancel while
+    queued, recovery)."""
+    broadcast(group(job.pk), "job.event", {"event": "done", **job.summary()})
 
 
 def kept(job_id: int) -> list[dict]:
