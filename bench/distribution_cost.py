@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 
 from heterogeneous import INSTALL_DIR, PORT, PROMPT
-from lan import bench_lan, target
+from lan import bench_lan, with_runtime
 
 
 def tokens_per_s(model: Path, endpoints: list[str], n_layer: int, tokens: int) -> float:
@@ -25,6 +25,15 @@ def tokens_per_s(model: Path, endpoints: list[str], n_layer: int, tokens: int) -
     return answer["completion_tokens"] / answer["seconds"]
 
 
+def two_models(scratch: Path) -> dict[str, Path]:
+    """One where per-token round trips dominate, one where compute does."""
+    from models_app.bundled import bundled_model_path
+    from tests.models_app.gguf_files import write_loadable_model
+
+    return {"SmolLM2 135M Q4_1 (bundled)": bundled_model_path(),
+            "qwen2 test model, 12 layers f16": write_loadable_model(scratch / "q12.gguf", layers=12)}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -32,18 +41,12 @@ def main() -> None:
     args = parser.parse_args()
     with bench_lan(3, rate="1gbit", name="bdist", subnet="10.243.0.0/24") as lan, \
             tempfile.TemporaryDirectory(prefix="dist-") as scratch:
-        from models_app.bundled import bundled_model_path
         from models_app.gguf_meta import read_metadata
-        from nodes import install, probe, rpcserver
-        from nodes.runtime import find_bundle
-        from tests.models_app.gguf_files import write_loadable_model
+        from nodes import rpcserver
 
-        models = {"SmolLM2 135M Q4_1 (bundled)": bundled_model_path(),
-                  "qwen2 test model, 12 layers f16": write_loadable_model(Path(scratch) / "q12.gguf", layers=12)}
-        nodes = [target(lan, laptop) for laptop in lan.laptops]
+        models = two_models(Path(scratch))
+        nodes = with_runtime(lan, INSTALL_DIR)
         for node in nodes:
-            install.install_runtime(node, INSTALL_DIR, find_bundle(), probe.probe(node, INSTALL_DIR),
-                                    lambda *a, **k: None)
             rpcserver.start(node, INSTALL_DIR, PORT, bind=node.host)
         endpoints = [f"{node.host}:{PORT}" for node in nodes]
         setups = {"head only": [], "1 laptop": endpoints[:1], "2 laptops": endpoints[:2], "3 laptops": endpoints}

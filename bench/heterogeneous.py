@@ -19,7 +19,7 @@ import time
 from itertools import product
 from pathlib import Path
 
-from lan import bench_lan, target
+from lan import bench_lan, with_runtime
 
 MiB = 2**20
 USABLE_MIB = (360, 1000, 360)  # the slow laptop is the roomy one
@@ -29,17 +29,12 @@ PROMPT = "<|im_start|>user\nTell me about clusters of laptops.<|im_end|>\n<|im_s
 
 
 def prepare_laptops(lan) -> tuple[list, list[float]]:
-    from nodes import install, probe, rpcserver, speed
-    from nodes.runtime import find_bundle
+    from nodes import rpcserver, speed
 
-    targets, speeds = [], []
-    for laptop in lan.laptops:
-        node = target(lan, laptop)
-        install.install_runtime(node, INSTALL_DIR, find_bundle(), probe.probe(node, INSTALL_DIR),
-                                lambda *a, **k: None)
+    targets, speeds = with_runtime(lan, INSTALL_DIR), []
+    for node in targets:
         speeds.append(speed.measure(node, INSTALL_DIR)["bandwidth_gb_s"])
         rpcserver.start(node, INSTALL_DIR, PORT, bind=node.host)
-        targets.append(node)
     return targets, speeds
 
 

@@ -35,3 +35,15 @@ def target(lan, laptop):
     from nodes import ssh
 
     return ssh.SSHTarget(laptop.address, laptop.user, laptop.host_key, private_key=Path(lan.key_path).read_text())
+
+
+def with_runtime(lan, install_dir: str) -> list:
+    """SSH targets of every laptop, each with the runtime installed as the panel installs it."""
+    from nodes import install, probe
+    from nodes.runtime import find_bundle
+
+    nodes = [target(lan, laptop) for laptop in lan.laptops]
+    for node in nodes:
+        install.install_runtime(node, install_dir, find_bundle(), probe.probe(node, install_dir),
+                                lambda *a, **k: None)
+    return nodes

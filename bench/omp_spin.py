@@ -24,8 +24,9 @@ import tempfile
 from itertools import product
 from pathlib import Path
 
+from distribution_cost import two_models
 from heterogeneous import INSTALL_DIR
-from lan import ROOT, bench_lan, target
+from lan import ROOT, bench_lan, with_runtime
 
 BASE_PORT = 50420
 PROMPT = "<|im_start|>user\nTell me about clusters of laptops, round {}.<|im_end|>\n<|im_start|>assistant\n"
@@ -90,18 +91,11 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
     with bench_lan(3, rate="1gbit", name="bspin", subnet="10.244.0.0/24") as lan, \
             tempfile.TemporaryDirectory(prefix="spin-") as scratch:
-        from models_app.bundled import bundled_model_path
-        from nodes import install, probe, rpcserver
-        from nodes.runtime import find_bundle
-        from tests.models_app.gguf_files import write_loadable_model
+        from nodes import rpcserver
 
-        models = {"SmolLM2 135M Q4_1 (bundled)": bundled_model_path(),
-                  "qwen2 test model, 12 layers f16": write_loadable_model(Path(scratch) / "q12.gguf", layers=12)}
-        nodes = [target(lan, laptop) for laptop in lan.laptops]
+        models = two_models(Path(scratch))
+        nodes = with_runtime(lan, INSTALL_DIR)
         pids: dict[tuple[str, int, int], int] = {}  # (setup, laptop, count) → server
-        for node in nodes:
-            install.install_runtime(node, INSTALL_DIR, find_bundle(), probe.probe(node, INSTALL_DIR),
-                                    lambda *a, **k: None)
         setups = {"1 laptop, every layer": [0], "3 laptops, even split": [0, 1, 2]}
         ports = {(setup, count): BASE_PORT + k for k, (setup, count) in
                  enumerate((setup, count) for setup in setups for count in counts)}  # a server takes one client
