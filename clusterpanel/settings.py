@@ -3,6 +3,7 @@
 from pathlib import Path
 
 import dj_database_url
+from channels_redis.core import RedisChannelLayer
 
 from clusterpanel.env import env_bool, env_int, env_list, env_secret, env_str
 
@@ -116,10 +117,20 @@ def _own_redis_url() -> str:
 
 REDIS_URL = env_str("REDIS_URL") or _own_redis_url()
 
+# channels_redis waits for a message with a BZPOPMIN of `brpop_timeout` (5 s), and redis-py's asyncio
+# connections give up on any read after socket_timeout (also 5 s by default): left as they come, every page,
+# socket and request that waited on a quiet group died with a TimeoutError. A read must outlast the wait. A Redis
+# that really went away still shows at once (the connection closes), or after REDIS_READ_TIMEOUT_S when it just
+# stops answering.
+CHANNEL_WAIT_S = RedisChannelLayer.brpop_timeout
+REDIS_READ_TIMEOUT_S = env_int("REDIS_READ_TIMEOUT_S", 15)
+if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
+    raise SystemExit(f"REDIS_READ_TIMEOUT_S must be more than {CHANNEL_WAIT_S} (channels_redis waits that long).")
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL]},
+        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_READ_TIMEOUT_S,
+                              "socket_connect_timeout": 5, "socket_keepalive": True}]},
     }
 }
 
@@ -131,6 +142,10 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Redis hands an unacknowledged task to another worker after this long. It must outlast the longest task
+# (a deployment's prepare: runtime, caches and a verification load of up to 30 min): a task redelivered while it
+# still runs would run twice. Tasks of a worker that dies are settled when a worker starts (nodes/tasks.py).
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("TASK_VISIBILITY_TIMEOUT_S", 6 * 3600)}
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
 
 # How long an rpc-server's OpenMP threads spin for work before they sleep (libgomp's GOMP_SPINCOUNT, in
