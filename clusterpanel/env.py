@@ -2,7 +2,13 @@
 
 import os
 import secrets
+import tempfile
+from collections.abc import Callable
 from pathlib import Path
+
+
+class EmptySecretFile(RuntimeError):
+    pass
 
 
 def env_str(name: str, default: str = "") -> str:
@@ -37,9 +43,30 @@ def env_secret(name: str, path: Path) -> str:
     """The secret from the environment, else one generated once into `path`."""
     if os.environ.get(name):
         return os.environ[name]
+    return made_once(path, lambda: secrets.token_urlsafe(50))
+
+
+def made_once(path: Path, make: Callable[[], str]) -> str:
+    """The text in `path`; the first process to get here writes `make()` into it.
+
+    Web and workers start together on a first boot (docker compose) and all reach here. The text goes to
+    a temporary file beside `path` and is linked into place: a reader finds the whole text or no file,
+    never a half-written one, and a process whose link fails lost the race and reads the winner's.
+    """
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(secrets.token_urlsafe(50))
-    return path.read_text().strip()
+        fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")  # 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(make())
+                handle.flush()
+                os.fsync(handle.fileno())
+            os.link(temporary, path)
+        except FileExistsError:
+            pass
+        finally:
+            os.unlink(temporary)
+    text = path.read_text().strip()
+    if not text:
+        raise EmptySecretFile(f"{path} is empty (left by an interrupted first start?): delete it and start again.")
+    return text
