@@ -1,5 +1,7 @@
-# The panel for a lab server. The same RPC build as `make run`: llama-cpp-python
-# with GGML_RPC and the laptop runtime bundle, from one vendored llama.cpp tree.
+# The panel for a lab server (docker-compose.yml runs every process of `make run` from this image).
+# The same RPC build as `make run`: llama-cpp-python with GGML_RPC for the head and its engines, and the
+# laptop runtime bundle that deployments push to laptops, from one vendored llama.cpp tree. openssh-client
+# is for the supervisor's tunnels to the laptops' rpc-servers.
 FROM python:3.11-slim-bookworm
 
 RUN apt-get update \
@@ -24,7 +26,10 @@ RUN WHEEL=$(python scripts/build_llama.py) \
 
 COPY . .
 ENV STATIC_ROOT=/app/staticfiles
+# The image is unusable without the runtime bundle (deployments push it to laptops): fail the build now.
 RUN DATA_DIR=/tmp/build SECRET_KEY=build-only python manage.py collectstatic --noinput -v0 \
+ && DATA_DIR=/tmp/build SECRET_KEY=build-only python manage.py shell -c \
+      "from nodes.runtime import find_bundle; print('runtime bundle:', find_bundle().summary)" \
  && rm -rf /tmp/build
 
 EXPOSE 8000
