@@ -34,14 +34,31 @@ class Engines:
     def tick(self) -> None:
         wanted = dict(Deployment.objects.filter(status=DeploymentStatus.READY).values_list("pk", "revision"))
         for pk, (revision, worker) in list(self.running.items()):
-            if worker.poll() is not None:
-                self.died(pk, worker.returncode)
-                self.stop(pk)
-            elif wanted.get(pk) != revision:
-                self.stop(pk)
+            try:
+                self.check(pk, revision, worker, wanted.get(pk))
+            except Exception:  # one engine's trouble must not keep the others unchecked
+                log.exception("engine for deployment %s: checking it failed", pk)
         for pk, revision in wanted.items():
             if pk not in self.running and time.monotonic() >= self.failures.get(pk, (0, 0.0))[1]:
-                self.start(pk, revision)
+                self.start_or_back_off(pk, revision)
+
+    def check(self, pk: int, revision: int, worker: subprocess.Popen, wanted_revision: int | None) -> None:
+        if worker.poll() is not None:
+            self.died(pk, worker.returncode)
+            self.stop(pk)
+        elif wanted_revision != revision:
+            self.stop(pk)
+
+    def start_or_back_off(self, pk: int, revision: int) -> None:
+        """An engine that cannot start is logged and tried again later; the other deployments' still start."""
+        try:
+            self.start(pk, revision)
+        except Exception:
+            if pk in self.running:  # it runs; only writing that down failed
+                log.exception("engine for deployment %s started, but recording it failed", pk)
+                return
+            wait = self.back_off(pk)
+            log.exception("engine for deployment %s could not start; trying again in %d s", pk, wait)
 
     def start(self, pk: int, revision: int) -> None:
         logs = Path(settings.DATA_DIR) / "logs"
@@ -59,11 +76,16 @@ class Engines:
         log.info("engine for deployment %s (revision %s) started: pid %s", pk, revision, worker.pid)
 
     def died(self, pk: int, code: int) -> None:
+        wait = self.back_off(pk)
+        log.warning("engine for deployment %s exited with %s; starting it again in %d s", pk, code, wait)
+
+    def back_off(self, pk: int) -> int:
+        """Seconds until the next start: doubling with each failure in a row, up to a minute."""
         lived = time.monotonic() - self.started.get(pk, 0.0)
         deaths = 1 if lived > MAX_BACKOFF_S else self.failures.get(pk, (0, 0.0))[0] + 1
         wait = min(2 ** deaths, MAX_BACKOFF_S)
         self.failures[pk] = (deaths, time.monotonic() + wait)
-        log.warning("engine for deployment %s exited with %s; starting it again in %d s", pk, code, wait)
+        return wait
 
     def stop(self, pk: int) -> None:
         revision, worker = self.running.pop(pk)
@@ -72,7 +94,10 @@ class Engines:
 
     def close(self) -> None:
         for pk in list(self.running):
-            self.stop(pk)
+            try:
+                self.stop(pk)
+            except Exception:  # still stop the others: each runs in a session of its own and would outlive us
+                log.exception("engine for deployment %s: stopping it failed", pk)
 
 
 def end_group(worker: subprocess.Popen) -> None:

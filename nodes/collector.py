@@ -28,11 +28,22 @@ class Publisher:
     def __init__(self) -> None:
         self.loop = asyncio.new_event_loop()
         self.layer = get_channel_layer()
+        self.failing = False
         threading.Thread(target=self.loop.run_forever, name="publisher", daemon=True).start()
 
     def send(self, group: str, event_type: str, payload: dict) -> None:
         message = {"type": event_type, "payload": payload}
-        asyncio.run_coroutine_threadsafe(self.layer.group_send(group, message), self.loop)
+        future = asyncio.run_coroutine_threadsafe(self.layer.group_send(group, message), self.loop)
+        future.add_done_callback(self.sent)
+
+    def sent(self, future) -> None:
+        """Say when sending to browsers starts failing (Redis down) and when it works again; not every sample."""
+        error = None if future.cancelled() else future.exception()
+        if error is not None and not self.failing:
+            log.error("sending samples to browsers failed: %r; going on (said once until it works again)", error)
+        elif error is None and self.failing:
+            log.info("sending samples to browsers works again")
+        self.failing = error is not None
 
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
@@ -56,6 +67,8 @@ class NodeStream(threading.Thread):
                 self.read()
             except ssh.SSHError as exc:
                 log.info("metrics from %s: %s", self.name, exc)
+            except Exception:  # Redis down, a bug: this laptop's stream starts again, the others never notice
+                log.exception("metrics from %s failed", self.name)
             self.stopped.wait(backoff)
             backoff = min(backoff * 2, 5.0)
 
@@ -90,23 +103,37 @@ class Collector:
         self.last_downsample = 0.0
 
     def tick(self) -> None:
+        """One round over every watched laptop; one laptop's failure is logged and the others still get theirs."""
         close_old_connections()
         nodes = {node.pk: node for node in Node.objects.filter(status__in=WATCHED)}
         for node_id in set(self.streams) - set(nodes):
             self.streams.pop(node_id).stop()
-        for node_id, node in nodes.items():
-            stream = self.streams.get(node_id)
-            if stream is None or stream.target != node.ssh_target() or not stream.is_alive():
-                if stream:
-                    stream.stop()
-                self.streams[node_id] = NodeStream(node, self.publisher, self.interval)
-                self.streams[node_id].start()
-            self.watch(node, self.streams[node_id])
+        for node in nodes.values():
+            try:
+                self.keep_streaming(node)
+            except Exception:
+                log.exception("metrics of %s: this round failed", node.name)
         if time.monotonic() - self.last_downsample > 60:
             self.last_downsample = time.monotonic()
-            for node in nodes.values():
+            self.downsample(nodes.values())
+
+    def keep_streaming(self, node: Node) -> None:
+        stream = self.streams.get(node.pk)
+        if stream is None or stream.target != node.ssh_target() or not stream.is_alive():
+            if stream:
+                stream.stop()
+            self.streams[node.pk] = NodeStream(node, self.publisher, self.interval)
+            self.streams[node.pk].start()
+        self.watch(node, self.streams[node.pk])
+
+    @staticmethod
+    def downsample(nodes) -> None:
+        for node in nodes:
+            try:
                 metrics.downsample(node)
-            metrics.prune()
+            except Exception:
+                log.exception("metrics of %s: keeping its minutes failed", node.name)
+        metrics.prune()
 
     def watch(self, node: Node, stream: NodeStream) -> None:
         """Mark a laptop offline when its samples stop, and ready again when they come back."""
@@ -114,15 +141,15 @@ class Collector:
         was_online = self.online.get(node.pk)
         if stream.last_sample and quiet < OFFLINE_AFTER_S:
             if was_online is not True:
-                self.online[node.pk] = True
                 node.set_status(NodeStatus.READY)
+                self.online[node.pk] = True  # only once written: a failed write is tried again next round
                 self.announce(node, "ready")
-            elif timezone.now() - node.last_seen > timedelta(seconds=30):
+            elif node.last_seen is None or timezone.now() - node.last_seen > timedelta(seconds=30):
                 Node.objects.filter(pk=node.pk).update(last_seen=timezone.now())
         elif quiet >= OFFLINE_AFTER_S and was_online is not False:
-            self.online[node.pk] = False
             node.set_status(NodeStatus.OFFLINE, f"No metrics for {OFFLINE_AFTER_S:.0f} s: the laptop is off "
                                                 "the network, asleep or overloaded.")
+            self.online[node.pk] = False
             self.announce(node, "offline")
 
     def announce(self, node: Node, state: str) -> None:

@@ -14,20 +14,27 @@ from nodes import ssh
 START = """
 dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"
 mkdir -p "$dir" "$cache" || exit 3
-if [ -f "$dir/pid" ] && kill -0 "$(cat "$dir/pid")" 2>/dev/null; then echo "running $(cat "$dir/pid")"; exit 0; fi
+pid=$(cat "$dir/pid" 2>/dev/null)
+case "$pid" in ''|*[!0-9]*) ;; *) if kill -0 "$pid" 2>/dev/null; then echo "running $pid"; exit 0; fi ;; esac
 [ -x "$bin" ] || { echo "no runtime at $bin" >&2; exit 4; }
+[ -w "$dir" ] || { echo "$dir on the laptop is not writable by $(id -un)" >&2; exit 5; }
 [ -f "$dir/log" ] && mv "$dir/log" "$dir/log.1"
-rm -f "$dir/pid"
+rm -f "$dir/pid" "$dir/pid.new"
 if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCOUNT; fi
-# A small shell stays as the server's parent to write down how it ended.
+# A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
+# (written aside, then renamed), so a reader never sees it half written.
 LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
-  '"$0" "$@" & echo $! > "$PIDFILE"; wait $!; echo "ggml-rpc-server exited with status $?"' \
+  '"$0" "$@" & echo $! > "$PIDFILE.new" && mv "$PIDFILE.new" "$PIDFILE"; wait $!
+   echo "ggml-rpc-server exited with status $?"' \
   "$bin" -H "$host" -p "$port" -t "$threads" -c > "$dir/log" 2>&1 < /dev/null &
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/pid" ] && break; sleep 0.1; done
-echo "started $(cat "$dir/pid")"
+# A laptop too busy to have written the pid within a second: "starting", the pid is learnt later.
+pid=$(cat "$dir/pid" 2>/dev/null)
+case "$pid" in ''|*[!0-9]*) echo starting ;; *) echo "started $pid" ;; esac
 """
 STOP = """
 dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null) || exit 0
+case "$pid" in ''|*[!0-9]*) rm -f "$dir/pid"; exit 0 ;; esac
 if grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
   kill "$pid"; for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   kill -9 "$pid" 2>/dev/null
@@ -36,6 +43,7 @@ rm -f "$dir/pid"
 """
 STATUS = """
 dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null)
+case "$pid" in ''|*[!0-9]*) pid= ;; esac
 if [ -n "$pid" ] && grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
   echo "running $pid"
 else
@@ -46,6 +54,9 @@ tail -n "$2" "$dir/log" 2>/dev/null
 
 
 EXITED = "ggml-rpc-server exited with status "
+# Each of these commands answers at once on a laptop that works (STOP waits 2 s at most for the server to
+# go): a laptop that takes longer hangs, and the supervisor should say so and try again, not wait a minute.
+QUICK_S = 15.0
 
 
 class RpcServerError(Exception):
@@ -62,7 +73,7 @@ class ServerState:
 def why_it_ended(log_tail: str) -> str:
     """The last words of a server, in plain language."""
     for line in reversed(log_tail.splitlines()):
-        if line.startswith(EXITED):
+        if line.startswith(EXITED) and line.rsplit(" ", 1)[1].isdigit():
             code = int(line.rsplit(" ", 1)[1])
             if code == 137:
                 return "killed (signal 9): by hand, or by the kernel when the laptop ran out of memory"
@@ -77,37 +88,43 @@ def folder(install_dir: str, port: int) -> str:
 
 
 def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0,
-          spin_count: int | None = None) -> int:
-    """Start (or find running) the server on `port`; its pid. threads=0: one per logical core.
+          spin_count: int | None = None) -> int | None:
+    """Start (or find running) the server on `port`; its pid, or None when the laptop has not written it yet
+    (the supervisor learns it from `state()` later). threads=0: one per logical core.
     spin_count: its OpenMP threads' GOMP_SPINCOUNT (settings.RPC_SPIN_COUNT when None; 0: libgomp's default)."""
     from django.conf import settings
 
     spin_count = settings.RPC_SPIN_COUNT if spin_count is None else spin_count
     base = install_dir.rstrip("/")
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
-    threads = threads or int(ssh.run(target, ["nproc"]).stdout.strip() or 1)
+    threads = threads or int(ssh.run(target, ["nproc"], timeout=QUICK_S).stdout.strip() or 1)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
-                    ssh.remote_path(f"{base}/cache"), str(int(spin_count)))
+                    ssh.remote_path(f"{base}/cache"), str(int(spin_count)), timeout=QUICK_S)
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
-    if result.exit_status != 0 or not result.stdout.split()[-1:]:
+    if result.exit_status != 0 or not result.stdout.split():
         raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
-    return int(result.stdout.split()[-1])
+    return pid_in(result.stdout.split())
+
+
+def pid_in(words: list[str]) -> int | None:
+    """The pid in the last words of START or STATUS ("started 123", "running 123"); None for "starting"."""
+    return int(words[-1]) if len(words) >= 2 and words[-1].isdigit() else None
 
 
 def stop(target: ssh.SSHTarget, install_dir: str, port: int) -> None:
-    ssh.sh(target, STOP, folder(install_dir, port))
+    ssh.sh(target, STOP, folder(install_dir, port), timeout=QUICK_S)
 
 
 def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20) -> ServerState:
     """Running or not; a stopped server's state waits a moment for its last words (the shell that started
     it writes the exit status just after the server is gone)."""
     for attempt in range(5):
-        lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines)).stdout.splitlines()
+        lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines), timeout=QUICK_S).stdout.splitlines()
         first = lines[0].split() if lines else ["stopped"]
-        running = first[0] == "running"
-        found = ServerState(running, int(first[1]) if running else None, "\n".join(lines[1:]))
-        if running or EXITED in found.log_tail or not found.log_tail:
+        pid = pid_in(first) if first[:1] == ["running"] else None
+        found = ServerState(pid is not None, pid, "\n".join(lines[1:]))
+        if found.running or EXITED in found.log_tail or not found.log_tail:
             return found
         time.sleep(0.1 * (attempt + 1))
     return found

@@ -116,20 +116,42 @@ def connect(target: SSHTarget, timeout: float = CONNECT_TIMEOUT) -> paramiko.SSH
 
 
 _pool: dict[SSHTarget, paramiko.SSHClient] = {}
-_pool_lock = threading.Lock()
+_pool_lock = threading.Lock()  # guards the two dicts; held for moments, never across a connect
+_connecting: dict[SSHTarget, threading.Lock] = {}  # one per target: a target is connected to once at a time
 
 
 def pooled(target: SSHTarget) -> paramiko.SSHClient:
-    """A live connection to `target`, reused across calls in this process."""
+    """A live connection to `target`, reused across calls in this process.
+
+    A connect can take its whole timeout (a laptop that hangs), so it holds only
+    its own target's lock: other laptops' callers go on meanwhile, and callers of
+    the same target wait for that one connection instead of opening a second.
+    """
+    with _target_lock(target):
+        client = _live(target)
+        if client is None:
+            client = connect(target)
+            client.get_transport().set_keepalive(15)
+            with _pool_lock:
+                _pool[target] = client
+        return client
+
+
+def _target_lock(target: SSHTarget) -> threading.Lock:
+    with _pool_lock:
+        return _connecting.setdefault(target, threading.Lock())
+
+
+def _live(target: SSHTarget) -> paramiko.SSHClient | None:
+    """The pooled connection if it still works; a dead one is closed and dropped."""
     with _pool_lock:
         client = _pool.get(target)
         transport = client.get_transport() if client else None
-        if transport is None or not transport.is_active():
-            if client is not None:
-                client.close()
-            client = _pool[target] = connect(target)
-            client.get_transport().set_keepalive(15)
-        return client
+        if client is None or (transport is not None and transport.is_active()):
+            return client
+        del _pool[target]
+    client.close()
+    return None
 
 
 def forget(target: SSHTarget) -> None:

@@ -4,13 +4,24 @@ A server serves one client at a time, so health is judged without talking RPC
 to a server in use: its process must be alive on the laptop (over SSH) and, in
 tunnel mode, its OpenSSH forward alive on the head. The handshake is made only
 right after a start, before anyone else connects.
+
+Each laptop's servers are handled by a thread of their own (`LaptopWorker`): a
+laptop whose SSH hangs keeps only its own thread waiting, up to the SSH
+timeouts (10 s to connect, `rpcserver.QUICK_S` for a command), while every
+other laptop is still checked each round. A laptop still busy with the last
+round is skipped, so a hung one never piles up threads. One server's failure,
+whatever it is, is logged and recorded on that server; the others go on.
 """
 
 import logging
 import socket
+import threading
 import time
+from collections import defaultdict
+from collections.abc import Callable
 from datetime import timedelta
 
+from django.db import DatabaseError, close_old_connections, connections
 from django.utils import timezone
 
 from nodes import rpc, rpcserver, ssh
@@ -18,6 +29,8 @@ from nodes.models import NodeStatus, RpcServer, ServerStatus
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 60
+LAGGING_S = 10  # a laptop busy with one round this long is named in the log
+STOP_WAIT_S = 3  # on close, how long to wait for laptops' threads to finish their round
 
 
 def free_port(preferred: int | None = None) -> int:
@@ -44,27 +57,122 @@ def handshake(endpoint: str, within: float = 10.0) -> rpc.Hello:
             time.sleep(0.2)
 
 
+class Stopping(Exception):
+    """The supervisor closed while a laptop's round was under way: nothing to record."""
+
+
+class LaptopWorker(threading.Thread):
+    """Handles one laptop's servers, one round at a time, in a thread of its own."""
+
+    def __init__(self, name: str, handle: Callable[[RpcServer], None]) -> None:
+        super().__init__(name=f"supervise-{name}", daemon=True)
+        self.handle = handle
+        self.servers: list[RpcServer] = []
+        self.busy_since: float | None = None
+        self.warned = False
+        self.wake = threading.Event()
+        self.stopped = False
+
+    def offer(self, servers: list[RpcServer]) -> bool:
+        """Hand over this round's servers; False while the last round is still under way."""
+        if self.busy_since is not None:
+            return False
+        self.servers, self.busy_since = servers, time.monotonic()
+        self.wake.set()
+        return True
+
+    def run(self) -> None:
+        try:
+            while self.wake.wait() and not self.stopped:
+                self.wake.clear()
+                self.round()
+        finally:
+            connections.close_all()  # this thread's own connections
+
+    def round(self) -> None:
+        for server in self.servers:
+            try:
+                self.handle(server)
+            except Exception:  # even recording the failure failed (the database, most likely)
+                log.exception("%s: supervising it failed", server)
+        close_old_connections()
+        self.warned, self.busy_since = False, None
+
+    def stop(self) -> None:
+        self.stopped = True
+        self.wake.set()
+
+
 class Supervisor:
     def __init__(self) -> None:
         self.forwards: dict[int, ssh.Forward] = {}
+        self.workers: dict[int, LaptopWorker] = {}
+        self.lock = threading.Lock()  # guards forwards and closed: laptops' threads open and close forwards
+        self.closed = False
 
     def tick(self) -> None:
         servers = list(RpcServer.objects.select_related("node"))
+        by_node: dict[int, list[RpcServer]] = defaultdict(list)
         for server in servers:
-            try:
-                self.keep_running(server) if server.wanted else self.keep_stopped(server)
-            except ssh.HostKeyMismatch as exc:
-                server.node.refuse_host_key(exc.presented)
-                self.update(server, status=ServerStatus.FAILED, last_death=str(exc))
-            except (ssh.SSHError, rpcserver.RpcServerError, rpc.RpcError) as exc:
-                self.failed(server, str(exc))
-        for gone in set(self.forwards) - {server.pk for server in servers}:
-            self.forwards.pop(gone).close()
+            by_node[server.node_id].append(server)
+        for node_id in set(self.workers) - set(by_node):
+            self.workers.pop(node_id).stop()
+        for node_id, its_servers in by_node.items():
+            worker = self.worker(node_id, its_servers[0].node.name)
+            if not worker.offer(its_servers):
+                self.lagging(worker, its_servers[0].node.name)
+        self.close_forwards_except({server.pk for server in servers})
+
+    def worker(self, node_id: int, name: str) -> LaptopWorker:
+        worker = self.workers.get(node_id)
+        if worker is None or not worker.is_alive():
+            worker = self.workers[node_id] = LaptopWorker(name, self.handle)
+            worker.start()
+        return worker
+
+    @staticmethod
+    def lagging(worker: LaptopWorker, name: str) -> None:
+        since = worker.busy_since  # read once: the round may end meanwhile
+        waited = time.monotonic() - since if since is not None else 0.0
+        if waited > LAGGING_S and not worker.warned:
+            worker.warned = True
+            log.warning("laptop %s has kept its servers' check waiting %.0f s (its SSH hangs?); "
+                        "the other laptops go on", name, waited)
+
+    def handle(self, server: RpcServer) -> None:
+        """One server's round; a failure is recorded on the server, never raised."""
+        try:
+            self.keep_running(server) if server.wanted else self.keep_stopped(server)
+        except Stopping:
+            pass
+        except ssh.HostKeyMismatch as exc:
+            server.node.refuse_host_key(exc.presented)
+            self.update(server, status=ServerStatus.FAILED, last_death=str(exc))
+        except (ssh.SSHError, rpcserver.RpcServerError, rpc.RpcError) as exc:
+            self.failed(server, str(exc))
+        except DatabaseError:  # not the server's fault: nothing to record it in either
+            log.exception("%s: the database failed; trying again next round", server)
+        except Exception as exc:
+            log.exception("%s: supervising it failed", server)
+            self.failed(server, f"The supervisor failed on it: {exc!r}")
+
+    def close_forwards_except(self, kept: set[int]) -> None:
+        with self.lock:
+            gone = [self.forwards.pop(pk) for pk in list(self.forwards) if pk not in kept]
+        for forward in gone:
+            forward.close()
 
     def close(self) -> None:
-        for forward in self.forwards.values():
+        for worker in self.workers.values():
+            worker.stop()
+        deadline = time.monotonic() + STOP_WAIT_S
+        for worker in self.workers.values():
+            worker.join(max(deadline - time.monotonic(), 0))
+        with self.lock:
+            self.closed = True
+            forwards, self.forwards = list(self.forwards.values()), {}
+        for forward in forwards:
             forward.close()
-        self.forwards.clear()
 
     def keep_running(self, server: RpcServer) -> None:
         if server.next_try_at and timezone.now() < server.next_try_at:
@@ -76,6 +184,8 @@ class Supervisor:
         state = rpcserver.state(target, node.install_dir, server.port)
         tunnel_ok = server.direct or self.forward_alive(server)
         if state.running and tunnel_ok and server.status == ServerStatus.RUNNING:
+            if state.pid != server.pid:  # started by a laptop too busy to write the pid at once
+                self.update(server, pid=state.pid)
             return
         if not state.running:
             if server.status in (ServerStatus.RUNNING, ServerStatus.STARTING) and server.pid:
@@ -96,7 +206,8 @@ class Supervisor:
         if server.status == ServerStatus.STOPPED:
             return
         rpcserver.stop(server.node.ssh_target(), server.node.install_dir, server.port)
-        forward = self.forwards.pop(server.pk, None)
+        with self.lock:
+            forward = self.forwards.pop(server.pk, None)
         if forward:
             forward.close()
         self.update(server, status=ServerStatus.STOPPED, pid=None, local_port=None)
@@ -108,11 +219,19 @@ class Supervisor:
     def open_forward(self, server: RpcServer) -> None:
         if self.forward_alive(server):
             return
-        old = self.forwards.pop(server.pk, None)
+        with self.lock:
+            old = self.forwards.pop(server.pk, None)
         if old:
             old.close()
         port = free_port(server.local_port)
-        self.forwards[server.pk] = ssh.forward(server.node.ssh_target(), server.port, port)
+        forward = ssh.forward(server.node.ssh_target(), server.port, port)
+        with self.lock:
+            kept = not self.closed  # a laptop slow to answer may finish after the supervisor closed
+            if kept:
+                self.forwards[server.pk] = forward
+        if not kept:
+            forward.close()
+            raise Stopping
         server.local_port = port
         self.update(server, local_port=port)
 

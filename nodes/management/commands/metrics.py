@@ -1,11 +1,9 @@
 """Stream every laptop's CPU, memory and network once a second (runs under `make run`)."""
 
-import signal
-import time
-
 from django.core.management.base import BaseCommand
 
 from nodes.collector import Collector
+from nodes.loop import run_until_stopped
 
 
 class Command(BaseCommand):
@@ -15,13 +13,8 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=1.0, help="seconds between samples")
 
     def handle(self, interval: float, **options) -> None:
-        collector, running = Collector(interval), [True]
-        signal.signal(signal.SIGTERM, lambda *_: running.clear())
+        collector = Collector(interval)
         try:
-            while running:
-                collector.tick()
-                time.sleep(0.25)
-        except KeyboardInterrupt:
-            pass
+            run_until_stopped([collector.tick], 0.25)
         finally:
             collector.close()

@@ -1,13 +1,10 @@
 """Keep rpc-servers and their SSH tunnels alive, and one engine worker per ready deployment (runs under
 `make run`)."""
 
-import signal
-import time
-
 from django.core.management.base import BaseCommand
-from django.db import close_old_connections
 
 from jobs.engines import Engines
+from nodes.loop import run_until_stopped
 from nodes.supervisor import Supervisor
 
 
@@ -18,16 +15,9 @@ class Command(BaseCommand):
         parser.add_argument("--interval", type=float, default=1.0)
 
     def handle(self, interval: float, **options) -> None:
-        supervisor, engines, running = Supervisor(), Engines(), [True]
-        signal.signal(signal.SIGTERM, lambda *_: running.clear())
+        supervisor, engines = Supervisor(), Engines()
         try:
-            while running:
-                close_old_connections()
-                supervisor.tick()
-                engines.tick()
-                time.sleep(interval)
-        except KeyboardInterrupt:
-            pass
+            run_until_stopped([supervisor.tick, engines.tick], interval)
         finally:
             engines.close()
             supervisor.close()
