@@ -10,6 +10,7 @@ from django.db import transaction
 from markdown_it import MarkdownIt
 
 from jobs import queueing
+from jobs.inputs import valid_unicode
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
 from models_app.models import Deployment, DeploymentStatus
@@ -67,6 +68,8 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
         raise ChatError("Type a message first.")
     if len(text) > MAX_MESSAGE_CHARS:
         raise ChatError(f"That message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
+    if not valid_unicode(text):
+        raise ChatError("That message holds a broken character (a lone UTF-16 surrogate); remove it and send again.")
     if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
         raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():

@@ -53,11 +53,11 @@ def message(item, param: str) -> dict:
 
 def content(value, param: str) -> str:
     if isinstance(value, str):
-        return value
+        return text(value, param)
     if isinstance(value, list) and all(
             isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
             for part in value):
-        return "".join(part["text"] for part in value)
+        return text("".join(part["text"] for part in value), param)
     raise InputError(f"{param} must be a string or a list of text parts (images and audio are not supported).",
                      param)
 
@@ -67,7 +67,22 @@ def prompt(value, param: str = "prompt") -> str:
         value = value[0]  # OpenAI clients may send one prompt as a one-item list
     if not isinstance(value, str):
         raise InputError(f"{param} must be a string.", param)
+    return text(value, param)
+
+
+def text(value: str, param: str) -> str:
+    """`value`, if it is Unicode the model can read: JSON may carry a lone UTF-16 surrogate ("\\ud800")."""
+    if not valid_unicode(value):
+        raise InputError(f"{param} contains a lone UTF-16 surrogate (such as \\ud800), which is not text.", param)
     return value
+
+
+def valid_unicode(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def usable_deployments() -> list[Deployment]:

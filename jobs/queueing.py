@@ -11,6 +11,7 @@ job is never interrupted, so a chat waits at most for the batch item under way.
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
+from redis.exceptions import RedisError
 
 from clusterpanel.broadcast import broadcast
 from jobs import stream
@@ -18,6 +19,8 @@ from jobs.models import Job, JobStatus
 from models_app.models import Deployment, DeploymentStatus
 
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
+GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
+STOP_CONFIRM_S = 15  # how long a running job's engine has to confirm a stop before the job ends without it
 ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in the order they came, too
 
 
@@ -112,12 +115,69 @@ def announce_positions(deployment_id: int) -> None:
 
 
 def cancel(job: Job) -> Job:
-    """A queued job is cancelled at once; a running one stops within one token (the engine checks)."""
+    """A queued job is cancelled at once; a running one stops within one token (the engine checks), or ends
+    without its engine when none will: its deployment is gone, or the engine did not confirm in time."""
     if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED,
                                                                        finished=timezone.now()):
         job.refresh_from_db()
         stream.announce_done(job)
         announce_positions(job.deployment_id)
     elif job.status == JobStatus.RUNNING:
-        stream.ask_to_cancel(job.pk, cancel_key(job.pk))
+        stop_running(job)
     return job
+
+
+def stop_running(job: Job) -> None:
+    from kombu.exceptions import OperationalError
+
+    from jobs.tasks import confirm_stop
+
+    gone = Deployment.objects.filter(pk=job.deployment_id, status__in=GONE).first()
+    if gone is not None:
+        end_stopped(job.pk, job.attempts, f"Stopped. No engine runs it any more: its deployment is "
+                                          f"{gone.get_status_display().lower()}.")
+        return
+    try:
+        stream.ask_to_cancel(job.pk, cancel_key(job.pk))
+        confirm_stop.apply_async((job.pk, job.attempts), countdown=STOP_CONFIRM_S)
+    except (RedisError, OperationalError, OSError) as exc:
+        end_stopped(job.pk, job.attempts, f"Stopped. Its engine could not be told (Redis did not answer: "
+                                          f"{exc}), so the job was ended without it.")
+
+
+def stop_unconfirmed(job_id: int, attempt: int) -> None:
+    """STOP_CONFIRM_S after a stop: the job, if its engine has not ended it, ends now (an engine that is
+    alive after all finds it ended and drops what it made)."""
+    end_stopped(job_id, attempt, f"Stopped. Its engine did not confirm within {STOP_CONFIRM_S} s (it is not "
+                                 "running, or is stuck), so the job was ended without it.")
+
+
+def end_stopped(job_id: int, attempt: int, why: str) -> None:
+    if Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
+            status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
+        ended(Job.objects.get(pk=job_id))
+
+
+def settle_abandoned(deployment_id: int | None = None) -> int:
+    """Jobs still waiting or running on a deployment that stopped or failed: no engine will take or finish
+    them, so they fail saying why. How many. (A degraded deployment's jobs are recovery's.)"""
+    left = Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING), deployment__status__in=GONE)
+    if deployment_id is not None:
+        left = left.filter(deployment=deployment_id)
+    settled = 0
+    for job in left.select_related("deployment"):
+        deployment = job.deployment
+        when = "before it ran" if job.status == JobStatus.QUEUED else "while it ran"
+        why = f"Its deployment {deployment.get_status_display().lower()} {when}. {deployment.status_detail}"
+        if Job.objects.filter(pk=job.pk, status=job.status).update(status=JobStatus.FAILED, error=why.strip(),
+                                                                   finished=timezone.now()):
+            ended(Job.objects.get(pk=job.pk))
+            settled += 1
+    return settled
+
+
+def ended(job: Job) -> None:
+    """Tell a job's end, settled outside its engine, to whoever listens."""
+    stream.announce_done(job)
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": job.status})

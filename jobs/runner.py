@@ -10,14 +10,16 @@ or by the engine itself (then the job runs again; its result was never stored).
 import logging
 import os
 import time
+import traceback
 from datetime import UTC, datetime
 
+import redis
 from django.db import close_old_connections
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from jobs import queueing, stream
-from jobs.engine import ContextExceeded, Engine, EngineError
+from jobs.engine import Engine, EngineError
 from jobs.models import Job, JobKind, JobStatus
 from models_app.models import Deployment, DeploymentStatus
 
@@ -127,6 +129,24 @@ def run(job_id: int) -> None:
     job = queueing.claim_next(deployment.pk)
     if job is None:
         return
+    try:
+        result = begin(job)
+    except EngineError as exc:  # ContextExceeded too: their messages are written for people
+        finish(job, JobStatus.FAILED, error=str(exc))
+        return
+    except Exception as exc:  # whatever else: a claimed job still ends, and says why
+        log.exception("job %s failed", job.pk)
+        finish(job, JobStatus.FAILED, error=unexpected(exc))
+        return
+    status = JobStatus.CANCELLED if result.cancelled else JobStatus.SUCCEEDED
+    finish(job, status, output=result.text, finish_reason=result.finish_reason,
+           prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
+           prompt_seconds=result.prompt_seconds,
+           first_token=datetime.fromtimestamp(result.first_token_at, tz=UTC) if result.first_token_at else None)
+
+
+def begin(job: Job):
+    """Tell listeners the claimed job runs, then run it on the engine (loaded first if need be)."""
     queueing.announce_positions(job.deployment_id)
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
@@ -135,20 +155,27 @@ def run(job_id: int) -> None:
     out = State.out
     out.start(job.pk)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
-    try:
-        engine = engine_for(job.deployment)
-        result = generate(engine, job, out)
-    except ContextExceeded as exc:
-        finish(job, JobStatus.FAILED, error=str(exc))
-        return
-    except EngineError as exc:
-        finish(job, JobStatus.FAILED, error=str(exc))
-        return
-    status = JobStatus.CANCELLED if result.cancelled else JobStatus.SUCCEEDED
-    finish(job, status, output=result.text, finish_reason=result.finish_reason,
-           prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-           prompt_seconds=result.prompt_seconds,
-           first_token=datetime.fromtimestamp(result.first_token_at, tz=UTC) if result.first_token_at else None)
+    return generate(engine_for(job.deployment), job, out)
+
+
+def unexpected(exc: Exception) -> str:
+    """A plain reason for a failure no code path expected; the engine worker's log has the traceback."""
+    if isinstance(exc, redis.RedisError):
+        return (f"The panel's Redis, which carries answers to you, did not answer ({exc}). "
+                "Send it again once Redis is back.")
+    if from_chat_template(exc):  # e.g. templates that insist user and assistant take turns
+        return f"The model's chat template refused these messages: {exc}"
+    if isinstance(exc, UnicodeError):
+        return f"The text is not valid Unicode, so the model cannot read it ({exc})."
+    return f"The job failed unexpectedly ({type(exc).__name__}: {exc}); the engine worker's log has the details."
+
+
+def from_chat_template(exc: Exception) -> bool:
+    """Raised while the model's own Jinja chat template ran (its `raise_exception`, or a Jinja error)."""
+    import jinja2  # llama-cpp-python's dependency, needed only where templates run
+
+    return isinstance(exc, jinja2.TemplateError) or any(
+        frame.f_code.co_filename == "<template>" for frame, _ in traceback.walk_tb(exc.__traceback__))
 
 
 def generate(engine: Engine, job: Job, out: stream.JobStream):
@@ -168,11 +195,20 @@ def finish(job: Job, status: str, **fields) -> None:
     if not written:
         return
     job.refresh_from_db()
-    if State.out:
-        State.out.event(job.pk, "done", job.summary())
-        State.out.flush()
-    else:
-        stream.announce_done(job)
-    stream.store().delete(queueing.cancel_key(job.pk))
+    tell_done(job)
+    try:
+        stream.store().delete(queueing.cancel_key(job.pk))
+    except redis.RedisError as exc:  # the key expires by itself
+        log.warning("could not forget job %s's cancel request: %s", job.pk, exc)
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})
+
+
+def tell_done(job: Job) -> None:
+    """The job's last event. Through the channel layer when the job's stream could not confirm it (Redis
+    failed it a moment ago): no listener is left waiting for an end that already came."""
+    if State.out:
+        State.out.event(job.pk, "done", job.summary())
+        if State.out.flush():
+            return
+    stream.announce_done(job)

@@ -121,8 +121,9 @@ class JobStream:
             log.warning("could not send job %s's events: %s", job_id, exc)
             self._drop()
 
-    def flush(self) -> None:
-        """Send what is held; return once Redis has stored everything sent so far."""
+    def flush(self) -> bool:
+        """Send what is held; return once Redis has stored everything sent so far. False when it could not
+        confirm that (some events may be lost)."""
         self._send()
         try:
             connection = self._connect()
@@ -132,6 +133,8 @@ class JobStream:
         except (redis.RedisError, OSError) as exc:
             log.warning("could not confirm a job's events were stored: %s", exc)
             self._drop()
+            return False
+        return True
 
     def _connect(self):
         if self._connection is None:

@@ -1,7 +1,7 @@
 from celery import shared_task
-from celery.signals import worker_process_init
+from celery.signals import worker_process_init, worker_ready
 
-from jobs import runner
+from jobs import queueing, runner
 
 
 @worker_process_init.connect
@@ -11,10 +11,23 @@ def settle_on_start(**kwargs) -> None:
         runner.on_child_start()
 
 
+@worker_ready.connect
+def settle_abandoned_on_start(**kwargs) -> None:
+    """When an ordinary worker starts (the panel starts): jobs left on deployments that are gone end."""
+    if runner.deployment_id() is None:
+        queueing.settle_abandoned()
+
+
 @shared_task(acks_late=True, ignore_result=True)
 def run_job(job_id: int) -> None:
     """Runs in the deployment's engine worker (queue `engine.<id>`)."""
     runner.run(job_id)
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def confirm_stop(job_id: int, attempt: int) -> None:
+    """Runs in an ordinary worker a while after a running job was asked to stop (jobs/queueing.py)."""
+    queueing.stop_unconfirmed(job_id, attempt)
 
 
 @shared_task(ignore_result=True)

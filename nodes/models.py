@@ -180,6 +180,16 @@ class NodeAction(models.Model):
         self.save(update_fields=["status", "error", "finished"])
         self.announce()
 
+    def fail_if_running(self, error: str) -> bool:
+        """FAILED with `error` if it is still RUNNING (guarded: an action that ended meanwhile keeps its end)."""
+        now = timezone.now()
+        if not NodeAction.objects.filter(pk=self.pk, status=ActionStatus.RUNNING).update(
+                status=ActionStatus.FAILED, error=error, finished=now):
+            return False
+        self.status, self.error, self.finished = ActionStatus.FAILED, error, now
+        self.announce()
+        return True
+
     def announce(self) -> None:
         broadcast(f"node_{self.node_id}", "node.action", self.payload())
 
