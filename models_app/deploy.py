@@ -5,9 +5,10 @@ deployment's servers with the plan's `n_gpu_layers`/`tensor_split`, and the
 layers must land where the plan says. The engine (jobs) keeps its own load.
 """
 
+import logging
 import time
 
-from django.db import transaction
+from django.db import IntegrityError, transaction
 
 from jobs import oneshot
 from jobs.llamacpp import LlamaCppError
@@ -17,6 +18,7 @@ from nodes import install, probe, ssh
 from nodes.models import Node, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
 
+log = logging.getLogger(__name__)
 FIRST_PORT = 50052
 SERVERS_UP_WITHIN_S = 120
 
@@ -40,17 +42,14 @@ def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
     return deployment
 
 
-def free_port(node: Node) -> int:
-    taken = set(RpcServer.objects.filter(node=node, wanted=True).values_list("port", flat=True))
-    return next(port for port in range(FIRST_PORT, 65536) if port not in taken)
-
-
 def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
     """Runtime on each laptop, one rpc-server each, then a verification load; FAILED with the reason otherwise.
     `measure_peak`: the verification fills the whole context, so the memory measured is the most a request
-    can take (slow for big models: the whole context is processed once)."""
+    can take (slow for big models: the whole context is processed once). A deployment is prepared once: a
+    second call (a task delivered twice, two at once) finds it claimed and returns."""
+    if not claim(deployment):
+        return
     try:
-        deployment.set_status(DeploymentStatus.PREPARING, "Installing the runtime and starting rpc-servers.")
         stages = list(deployment.stages.select_related("node"))
         for stage in stages:
             ensure_runtime(stage.node)
@@ -63,6 +62,20 @@ def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
         deployment.set_status(DeploymentStatus.READY, "Every layer is where the plan put it.")
     except DeployError as exc:
         stop(deployment, DeploymentStatus.FAILED, str(exc))
+    except Exception as exc:  # whatever else: the deployment still ends, saying why
+        log.exception("preparing %s failed", deployment)
+        stop(deployment, DeploymentStatus.FAILED, f"Preparing failed unexpectedly: {exc}")
+
+
+def claim(deployment: Deployment) -> bool:
+    """PLANNED to PREPARING, for one caller only (a guarded update); False when another prepare has had it."""
+    detail = "Installing the runtime and starting rpc-servers."
+    if not Deployment.objects.filter(pk=deployment.pk, status=DeploymentStatus.PLANNED).update(
+            status=DeploymentStatus.PREPARING, status_detail=detail):
+        deployment.refresh_from_db()
+        return False
+    deployment.set_status(DeploymentStatus.PREPARING, detail)  # written again, to tell the pages
+    return True
 
 
 def ensure_runtime(node: Node) -> None:
@@ -79,14 +92,30 @@ def ensure_runtime(node: Node) -> None:
 
 
 def start_server(stage: DeploymentStage) -> None:
-    port = free_port(stage.node)
-    server, _ = RpcServer.objects.update_or_create(
-        node=stage.node, port=port,
-        defaults={"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None})
+    """The stage's rpc-server: the one it has while that is still wanted, else a new one on a free port."""
+    if stage.server_id and RpcServer.objects.filter(pk=stage.server_id, wanted=True).exists():
+        return
+    server = take_port(stage.node)
     # The port is free again once an earlier deployment stopped: its stage lets go of the server row.
     DeploymentStage.objects.filter(server=server).exclude(pk=stage.pk).update(server=None)
     stage.server = server
     stage.save(update_fields=["server"])
+
+
+def take_port(node: Node) -> RpcServer:
+    """A server on the first port of the laptop that no wanted server holds, now wanted and ours alone: a row
+    let go of is taken back with a guarded update, a new one made where none is (two deployments may start
+    servers on one laptop at the same moment)."""
+    fields = {"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None}
+    for port in range(FIRST_PORT, 65536):
+        if RpcServer.objects.filter(node=node, port=port, wanted=False).update(**fields):
+            return RpcServer.objects.get(node=node, port=port)
+        try:
+            with transaction.atomic():
+                return RpcServer.objects.create(node=node, port=port, **fields)
+        except IntegrityError:  # a wanted server holds this port
+            continue
+    raise DeployError(f"{node}: every port from {FIRST_PORT} up has an rpc-server already.")
 
 
 def wait_for_servers(stages: list[DeploymentStage]) -> None:
