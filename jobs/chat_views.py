@@ -77,7 +77,7 @@ def own_job(request: HttpRequest, pk: int) -> Job:
 def answer(request: HttpRequest, pk: int) -> JsonResponse:
     """A finished answer as safe HTML, with its timings (the page swaps the streamed text for it)."""
     job = own_job(request, pk)
-    return JsonResponse({"html": chat.render(job.output), **job.summary()})
+    return JsonResponse({"html": chat.render(job.output), "ctx": job.deployment.ctx, **job.summary()})
 
 
 @require_POST

@@ -39,6 +39,7 @@ class Result:
     first_token_at: float | None = None  # time.time()
     cancelled: bool = False
     tokens: list[str] = field(default_factory=list)
+    dropped_messages: int = 0  # a conversation's oldest messages left out so that the rest fits the context
 
 
 class LogCapture:
@@ -151,6 +152,19 @@ class Engine:
         stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
         return tokens, stops
 
+    def fitting_chat_prompt(self, messages: list[dict], room: int) -> tuple[list[int], list[str], int]:
+        """`chat_prompt` of a conversation, its oldest turns left out until `room` tokens are left for the
+        answer; and how many messages were left out. The system prompt and the newest message always stay, and
+        turns go a question and its answer together, so roles still alternate."""
+        system = messages[:1] if messages and messages[0]["role"] == "system" else []
+        turns = messages[len(system):]
+        dropped = 0
+        while True:
+            tokens, stops = self.chat_prompt(system + turns[dropped:])
+            if len(tokens) + room <= self.ctx or len(turns) - dropped <= 1:
+                return tokens, stops, dropped
+            dropped += 2 if len(turns) - dropped > 2 else 1
+
     def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
             cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Result:
         """Generate from prompt tokens; `on_token` per token; stops within one token of `cancelled()`."""
@@ -162,6 +176,10 @@ class Engine:
             raise ContextExceeded(f"Context length exceeded: the prompt has {len(prompt)} tokens and the "
                                   f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
         llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
+        # Forget the last job's tokens: llama-cpp-python would reuse the common prefix and evaluate only the
+        # rest, and a prompt evaluated in other pieces gives slightly other logits, so the same seed would
+        # give another answer depending on what ran before (docs/api.md promises the same answer).
+        self.llm.reset()
         seed = params.get("seed")
         if seed is not None:
             self.llm.set_seed(seed)

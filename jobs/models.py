@@ -74,6 +74,8 @@ class Job(models.Model):
     first_token = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
     prompt_seconds = models.FloatField(null=True, blank=True)  # prompt processing, as llama.cpp timed it
+    # A conversation's oldest messages the model did not see: they no longer fit in the deployment's context.
+    dropped_messages = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
     retry_of = models.OneToOneField("self", null=True, blank=True, on_delete=models.SET_NULL, related_name="retry")
     conversation = models.ForeignKey(Conversation, null=True, blank=True, on_delete=models.CASCADE,
@@ -114,4 +116,5 @@ class Job(models.Model):
     def summary(self) -> dict:
         return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,
                 "output": self.output, "finish_reason": self.finish_reason, "deployment": self.deployment_id,
-                "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings()}
+                "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings(),
+                "dropped_messages": self.dropped_messages}

@@ -1,0 +1,55 @@
+"""A conversation longer than the context keeps answering: on a 2048-token deployment, thirty turns all get an
+answer; once the oldest turns no longer fit, the model is given the newest ones and the page says so."""
+
+import pytest
+from django.test import Client
+
+from jobs import chat
+from jobs.models import Conversation, Job, JobStatus
+from jobs.params import validate
+from nodes.models import ActionKind
+from tests.conftest import wait_until
+from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
+from tests.nodes.laptops import register_all
+
+TURNS = 30
+QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ships, storms and the people who keep "
+            "the lights burning through the night. Tell me one new fact about lighthouses, in one sentence.")
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob):
+    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=2048)
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+def finished(job: Job, what: str) -> Job:
+    wait_until(lambda: Job.objects.get(pk=job.pk).is_finished, 120, what)
+    job.refresh_from_db()
+    return job
+
+
+def test_a_thirty_turn_conversation_keeps_answering_and_says_what_was_left_out(cluster, bob):
+    conversation = Conversation.objects.create(user=bob, system_prompt="You are a patient lighthouse expert.")
+    params = validate({"temperature": 0, "max_tokens": 64})
+    answered = []
+    for n in range(1, TURNS + 1):
+        job = finished(chat.ask(conversation, QUESTION.format(n=n), params, cluster), f"the answer to turn {n}")
+        assert job.status == JobStatus.SUCCEEDED and job.output.strip(), f"turn {n}: {job.error}"
+        assert job.prompt_tokens + 64 <= cluster.ctx, f"turn {n} left no room for its answer"
+        answered.append(job)
+
+    dropping = [job for job in answered if job.dropped_messages]
+    assert dropping, "thirty turns overflow 2048 tokens: older turns must have been left out"
+    middle = answered[len(answered) // 2]
+    assert answered[0].dropped_messages == 0 and answered[-1].dropped_messages > middle.dropped_messages
+
+    client = Client()
+    client.force_login(bob)
+    page = client.get(f"/chat/{conversation.pk}/").content.decode()
+    assert page.count("Older turns no longer fit") == len(dropping)
+    assert f"did not see the first {answered[-1].dropped_messages} messages" in page
