@@ -25,7 +25,11 @@ def visible_jobs(user):
 @endpoint("GET", "POST")
 def jobs(request: HttpRequest) -> JsonResponse:
     if request.method == "POST":
-        job = queueing.submit(new_job(request.user, inputs.json_body(request)))
+        try:
+            job = queueing.submit(new_job(request.user, inputs.json_body(request)))
+        except queueing.QueueDown as exc:
+            return problem(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
+                           "Try again in a moment.", 503)
         return JsonResponse(described(job), status=201)
     everyone = request.GET.get("all") in ("1", "true", "yes")
     if everyone and not request.user.is_lab_admin:

@@ -35,13 +35,17 @@ def from_file(user, deployment: Deployment, name: str, data: bytes) -> Batch:
 def create(user, deployment: Deployment, name: str, parsed: Parsed) -> Batch:
     """The batch and a queued job per good line, all or nothing; the engine is woken once they are committed."""
     queueing.check_deployment(deployment)
-    with transaction.atomic():
-        batch = Batch.objects.create(user=user, deployment=deployment, name=name[:200],
-                                     input_format=parsed.format, rejected=parsed.rejected)
-        queueing.submit_many([
-            Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, batch=batch, line=request.line,
-                custom_id=request.custom_id, messages=request.messages, params=request.params)
-            for request in parsed.requests])
+    try:
+        with transaction.atomic():
+            batch = Batch.objects.create(user=user, deployment=deployment, name=name[:200],
+                                         input_format=parsed.format, rejected=parsed.rejected)
+            queueing.submit_many([
+                Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, batch=batch, line=request.line,
+                    custom_id=request.custom_id, messages=request.messages, params=request.params)
+                for request in parsed.requests])
+    except queueing.QueueDown as exc:  # committed, but the engine could not be told: all or nothing still
+        batch.delete()
+        raise queueing.QueueError(f"Nothing was queued: {exc}. Upload the file again in a moment.") from None
     return batch
 
 

@@ -48,7 +48,7 @@ def default_deployment() -> Deployment | None:
 
 
 def turns(conversation: Conversation) -> list[Turn]:
-    jobs = conversation.jobs.filter(retry__isnull=True).order_by("created", "pk")
+    jobs = conversation.jobs.filter(retry__isnull=True).select_related("deployment").order_by("created", "pk")
     return [Turn(job, job.messages[-1]["content"] if job.messages else "") for job in jobs]
 
 
@@ -74,14 +74,19 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
         raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
         raise ChatError("The last answer is still coming; wait for it or stop it first.")
-    with transaction.atomic():
-        if not conversation.title:
-            conversation.title = text[:60] + ("…" if len(text) > 60 else "")
-        conversation.deployment, conversation.params = deployment, params.as_dict()
-        conversation.save()
-        job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
-                  messages=[*history(conversation), {"role": "user", "content": text}], params=params.as_dict())
-        try:
-            return queueing.submit(job)
-        except queueing.QueueError as exc:
-            raise ChatError(str(exc)) from None
+    try:
+        with transaction.atomic():  # the engine is woken when this commits: QueueDown comes from here
+            if not conversation.title:
+                conversation.title = text[:60] + ("…" if len(text) > 60 else "")
+            conversation.deployment, conversation.params = deployment, params.as_dict()
+            conversation.save()
+            job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
+                      messages=[*history(conversation), {"role": "user", "content": text}],
+                      params=params.as_dict())
+            queueing.submit(job)
+    except queueing.QueueError as exc:
+        raise ChatError(str(exc)) from None
+    except queueing.QueueDown as exc:
+        raise ChatError(f"Could not send it: Redis, which carries jobs, is unreachable ({exc}). "
+                        "Try again in a moment.") from None
+    return job

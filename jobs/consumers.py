@@ -1,10 +1,14 @@
 import asyncio
+import logging
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
 from jobs import batches, queueing, stream
+from jobs.listen import REDIS_DOWN
 from jobs.models import Batch, Job
+
+log = logging.getLogger(__name__)
 
 
 class JobConsumer(AsyncJsonWebsocketConsumer):
@@ -37,18 +41,27 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
                                  {"event": "status", "status": job.status})
 
     async def read_live(self) -> None:
-        while True:
-            event = await self.live.next()
-            if event is not None:
-                await self.relay(event)
+        try:
+            while True:
+                event = await self.live.next()
+                if event is not None:
+                    await self.relay(event)
+        except REDIS_DOWN as exc:
+            # Closed, not left open and silent: the page reconnects and catches up from what Redis kept and
+            # from the job's row (jobs/listen.py says why that is whole).
+            log.warning("job %s: lost Redis while streaming to a socket: %s", self.job_id, exc)
+            await self.close(code=1011)
 
     async def disconnect(self, code: int) -> None:
         if hasattr(self, "reader"):
             self.reader.cancel()
-        if hasattr(self, "live"):
-            await self.live.close()
-        if hasattr(self, "group"):
-            await self.channel_layer.group_discard(self.group, self.channel_name)
+        try:
+            if hasattr(self, "live"):
+                await self.live.close()
+            if hasattr(self, "group"):
+                await self.channel_layer.group_discard(self.group, self.channel_name)
+        except REDIS_DOWN as exc:  # the group forgets this channel by itself when it expires
+            log.info("job %s: could not stop listening cleanly: %s", self.job_id, exc)
 
     async def relay(self, event: dict) -> None:
         seq = event.get("seq")

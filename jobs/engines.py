@@ -16,12 +16,14 @@ from pathlib import Path
 
 from django.conf import settings
 
+from jobs import queueing
 from jobs.runner import ENV_DEPLOYMENT, ENV_REVISION
 from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parent.parent
 STOP_WITHIN_S = 10
+STALLED_S = 30  # jobs waiting this long with nothing running and no message get one (jobs/queueing.py)
 MAX_BACKOFF_S = 60
 
 
@@ -30,6 +32,7 @@ class Engines:
         self.running: dict[int, tuple[int, subprocess.Popen]] = {}  # deployment → (revision, worker)
         self.started: dict[int, float] = {}
         self.failures: dict[int, tuple[int, float]] = {}  # deployment → (deaths in a row, next start)
+        self.woken: dict[int, float] = {}  # deployment → when its queue was last checked for lost messages
 
     def tick(self) -> None:
         wanted = dict(Deployment.objects.filter(status=DeploymentStatus.READY).values_list("pk", "revision"))
@@ -48,6 +51,11 @@ class Engines:
             self.stop(pk)
         elif wanted_revision != revision:
             self.stop(pk)
+        elif time.monotonic() - self.woken.get(pk, 0.0) > STALLED_S:
+            self.woken[pk] = time.monotonic()
+            if queueing.wake_if_stalled(Deployment.objects.get(pk=pk), STALLED_S):
+                log.warning("deployment %s: jobs waited %d s with no message to wake its engine; sent one",
+                            pk, STALLED_S)
 
     def start_or_back_off(self, pk: int, revision: int) -> None:
         """An engine that cannot start is logged and tried again later; the other deployments' still start."""
@@ -91,6 +99,7 @@ class Engines:
         revision, worker = self.running.pop(pk)
         end_group(worker)
         log.info("engine for deployment %s (revision %s) stopped", pk, revision)
+        queueing.settle_abandoned(pk)  # its engine is gone: jobs left on a stopped or failed deployment end now
 
     def close(self) -> None:
         for pk in list(self.running):

@@ -3,23 +3,41 @@
 Like jobs/consumers.py for sockets: join the job's group first, then read what
 was kept, so nothing falls between the two; then take live events, each once,
 by sequence number, until the job is done.
+
+Redis may go away under a listener (a restart, a crash). The listener then keeps
+asking the database, which outlives Redis, whether the job ended, and listens
+again once Redis is back; if it is gone for longer than OUTAGE_S, `events()`
+raises StreamLost for the caller to say so. Tokens sent while nobody could hear
+them leave a hole in the sequence numbers: from the first hole on, tokens are
+held back (`gap`), and the answer's rest comes whole from the job's row with
+"done", so what a client reads is never missing a piece in the middle.
 """
 
 import asyncio
+import logging
+import time
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from redis.exceptions import RedisError
 
 from jobs import stream
 from jobs.models import Job
 
+log = logging.getLogger(__name__)
 QUIET_S = 2.0  # with nothing heard for this long, ask the database (a job cancelled while queued is only told live)
+OUTAGE_S = 60.0  # how long Redis may stay unreachable before a listener gives up
+REDIS_DOWN = (RedisError, OSError)
+
+
+class StreamLost(RuntimeError):
+    pass
 
 
 class JobEvents:
     def __init__(self, job_id: int) -> None:
-        self.job_id, self.last_seq = job_id, 0
+        self.job_id, self.last_seq, self.gap = job_id, 0, False
         self.layer, self.channel, self.pending, self.pending_live = get_channel_layer(), "", None, None
         self.subscription: stream.Subscription | None = None
 
@@ -33,9 +51,15 @@ class JobEvents:
         for pending in (self.pending, self.pending_live):
             if pending:
                 pending.cancel()
-        if self.subscription:
-            await self.subscription.close()
-        await self.layer.group_discard(stream.group(self.job_id), self.channel)
+        self.pending = self.pending_live = None
+        try:
+            if self.subscription:
+                await self.subscription.close()
+            if self.channel:
+                await self.layer.group_discard(stream.group(self.job_id), self.channel)
+        except REDIS_DOWN as exc:  # the group forgets us by itself when it expires
+            log.info("job %s: could not stop listening cleanly: %s", self.job_id, exc)
+        self.subscription = None
 
     async def events(self) -> AsyncIterator[dict]:
         """Every event once and in order, ending with "done"."""
@@ -45,11 +69,16 @@ class JobEvents:
             if event.get("event") == "done":
                 return
         while True:
-            event = await self.live() or await sync_to_async(ended)(self.job_id)
-            if event is not None and self.fresh(event):
-                yield event
-            if event is not None and event.get("event") == "done":
-                return
+            try:
+                found = [await self.live() or await sync_to_async(ended)(self.job_id)]
+            except REDIS_DOWN as exc:
+                log.warning("job %s: lost Redis while listening (%s); waiting for it", self.job_id, exc)
+                found = await self.listen_again()
+            for event in found:
+                if event is not None and self.fresh(event):
+                    yield event
+                if event is not None and event.get("event") == "done":
+                    return
 
     def fresh(self, event: dict) -> bool:
         seq = event.get("seq")
@@ -57,8 +86,9 @@ class JobEvents:
             return True
         if seq <= self.last_seq:
             return False
+        self.gap = self.gap or seq > self.last_seq + 1
         self.last_seq = seq
-        return True
+        return not (self.gap and event.get("event") == "token")
 
     async def live(self) -> dict | None:
         """The next event, from the engine (Redis) or from the group, or None after a quiet spell. One receive
@@ -70,12 +100,31 @@ class JobEvents:
         done, _ = await asyncio.wait({self.pending, self.pending_live}, timeout=QUIET_S,
                                      return_when=asyncio.FIRST_COMPLETED)
         if self.pending_live in done:
-            event, self.pending_live = self.pending_live.result(), None
-            return event
+            task, self.pending_live = self.pending_live, None
+            return task.result()
         if self.pending in done:
-            message, self.pending = self.pending.result(), None
-            return message.get("payload")
+            task, self.pending = self.pending, None
+            return task.result().get("payload")
         return None
+
+    async def listen_again(self) -> list[dict | None]:
+        """After Redis failed us: the job's end from the database if it came meanwhile, else what Redis still
+        kept once it answers again (events of the outage are gone: a hole `fresh()` will see)."""
+        await self.close()
+        deadline, pause = time.monotonic() + OUTAGE_S, 0.5
+        while True:
+            done = await sync_to_async(ended)(self.job_id)
+            if done is not None:
+                return [done]
+            try:
+                await self.open()
+                return await sync_to_async(stream.kept)(self.job_id) or [None]
+            except REDIS_DOWN as exc:
+                await self.close()
+                if time.monotonic() > deadline:
+                    raise StreamLost(f"Redis has been unreachable for {OUTAGE_S:.0f} s ({exc}).") from None
+            await asyncio.sleep(pause)
+            pause = min(pause * 2, 5.0)
 
 
 def ended(job_id: int) -> dict | None:

@@ -9,6 +9,7 @@ client gets the retried answer rather than the failure.
 """
 
 import json
+import logging
 import time
 from collections.abc import AsyncIterator
 
@@ -20,11 +21,13 @@ from django.views.decorators.csrf import csrf_exempt
 from clusterpanel import apiauth
 from jobs import inputs, openai_api, queueing, recovery
 from jobs.inputs import InputError
-from jobs.listen import JobEvents
+from jobs.listen import REDIS_DOWN, JobEvents, StreamLost
 from jobs.models import Job, JobKind, JobStatus
 from jobs.openai_api import Request, Shapes
 
+log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
+REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
 
 
 def failed(status: int, message: str, param: str | None = None, code: str | None = None,
@@ -83,7 +86,12 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
         return failed(401, str(exc), code="invalid_api_key")
     except InputError as exc:
         return failed(exc.status, str(exc), exc.param, exc.code)
-    return await Answer(job, wanted, model).respond()
+    try:
+        return await Answer(job, wanted, model).respond()
+    except (StreamLost, *REDIS_DOWN) as exc:
+        log.warning("job %s: answered 503: %s", job.pk, exc)
+        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable",
+                      kind="server_error")
 
 
 def submit(user, wanted: Request) -> tuple[Job, str]:
@@ -95,13 +103,19 @@ def submit(user, wanted: Request) -> tuple[Job, str]:
         queueing.submit(job)
     except queueing.QueueError as exc:
         raise InputError(str(exc), "model", "model_not_available", status=503) from None
+    except queueing.QueueDown as exc:
+        raise InputError(f"{REDIS_LOST} ({exc}); nothing was queued. Try again in a moment.", None,
+                         "service_unavailable", status=503) from None
     return job, wanted.model or deployment.model.name
 
 
 def cancel_unfinished(job_id: int) -> None:
     job = Job.objects.get(pk=job_id)
     if not job.is_finished:
-        queueing.cancel(job)
+        try:
+            queueing.cancel(job)
+        except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
+            log.warning("could not cancel job %s: %s", job_id, exc)
 
 
 class Answer:
@@ -146,7 +160,10 @@ class Answer:
             waiting, again = await sync_to_async(recovery.retry_state)(self.job.pk)
             if not waiting:
                 return again
-            await self.listener.live()  # wakes on the retry (or not-retried) event, or after a quiet spell
+            try:
+                await self.listener.live()  # wakes on the retry (or not-retried) event, or after a quiet spell
+            except REDIS_DOWN:
+                await self.listener.listen_again()
         return None
 
     async def read_until(self, enough) -> None:
@@ -177,6 +194,11 @@ class Answer:
                 elif event["event"] == "done":
                     for line in self.closing(event, "".join(sent)):
                         yield line
+        except StreamLost as exc:  # the client hears why the stream ends, rather than a cut connection
+            log.warning("job %s: stream ended: %s", self.job.pk, exc)
+            yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
+                                        "service_unavailable", "server_error"))
+            yield "data: [DONE]\n\n"
         finally:
             await self.end()
 

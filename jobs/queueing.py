@@ -8,6 +8,8 @@ for (chat, the APIs) before batch items, oldest first within each; a running
 job is never interrupted, so a chat waits at most for the batch item under way.
 """
 
+from datetime import timedelta
+
 from django.db import transaction
 from django.db.models import F, Q
 from django.utils import timezone
@@ -28,6 +30,11 @@ class QueueError(Exception):
     pass
 
 
+class QueueDown(Exception):
+    """The job could not be handed to its engine (Redis, the broker, is unreachable): it is failed, not left
+    waiting for a message that was never sent."""
+
+
 def cancel_key(job_id: int) -> str:
     return f"job:{job_id}:cancel"
 
@@ -42,7 +49,7 @@ def submit(job: Job) -> Job:
     """Save a new job and wake its deployment's engine once the row is committed."""
     check_deployment(job.deployment)
     job.save()
-    transaction.on_commit(lambda: wake(job))
+    transaction.on_commit(lambda: hand_over(job))
     return job
 
 
@@ -52,7 +59,7 @@ def submit_many(jobs: list[Job]) -> list[Job]:
         return jobs
     check_deployment(jobs[0].deployment)
     saved = Job.objects.bulk_create(jobs)
-    transaction.on_commit(lambda: [wake(job) for job in saved])
+    transaction.on_commit(lambda: hand_over_all(saved))
     return saved
 
 
@@ -62,12 +69,48 @@ def wake(job: Job) -> None:
     run_job.apply_async((job.pk,), queue=job.deployment.queue)
 
 
+def hand_over_all(jobs: list[Job]) -> None:
+    """Each job its message; when one cannot be sent, it and every job after it fail, then QueueDown."""
+    from kombu.exceptions import OperationalError
+
+    for sent, job in enumerate(jobs):
+        try:
+            wake(job)
+        except (OperationalError, OSError) as exc:
+            fail_unqueued([job.pk for job in jobs[sent:]], exc)
+            raise QueueDown(f"{len(jobs) - sent} of {len(jobs)} jobs could not be queued: {exc}") from None
+
+
+def hand_over(job: Job) -> None:
+    """Wake the engine for a new job; if that cannot be done, the job fails now rather than wait forever."""
+    hand_over_all([job])
+
+
+def fail_unqueued(job_ids: list[int], exc: Exception) -> None:
+    Job.objects.filter(pk__in=job_ids, status=JobStatus.QUEUED).update(
+        status=JobStatus.FAILED, finished=timezone.now(),
+        error=f"Could not queue this job: Redis, which carries jobs, is unreachable ({exc}).")
+
+
 def wake_all(deployment: Deployment) -> int:
     """Re-send a message for every job still queued (messages may have died with an engine)."""
     queued = list(Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED))
     for job in queued:
         wake(job)
     return len(queued)
+
+
+def wake_if_stalled(deployment: Deployment, quiet_s: float) -> bool:
+    """Send one message when jobs have waited `quiet_s` with nothing running and no message in the engine's
+    queue: their messages were lost (a Redis restart drops what it had not saved). True if one was sent."""
+    since = timezone.now() - timedelta(seconds=quiet_s)
+    first = waiting(deployment.pk).filter(created__lt=since).first()
+    if first is None or Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING).exists():
+        return False
+    if stream.store().llen(deployment.queue):  # Celery's Redis transport keeps a queue's messages in a list
+        return False
+    wake(first)
+    return True
 
 
 def claim_next(deployment_id: int) -> Job | None:

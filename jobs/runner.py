@@ -120,15 +120,22 @@ def set_engine(deployment: Deployment, **fields) -> None:
 
 
 def run(job_id: int) -> None:
-    """A job's message: run whichever of this deployment's waiting jobs comes first (jobs/queueing.py), which
-    need not be `job_id` — nor need that job still exist."""
+    """A job's message: run this deployment's waiting jobs, whichever comes first each time (jobs/queueing.py),
+    until none waits. The first need not be `job_id`, nor need that job still exist. Going on to the next job
+    without waiting for its message means a message lost with Redis (a restart) strands nobody while the engine
+    is busy; the later messages then find nothing to claim."""
     close_old_connections()
-    deployment = Deployment.objects.filter(pk=deployment_id()).first()
-    if deployment is None or not current(deployment):
-        return  # for the next engine of this deployment: it re-sends the message of every waiting job
-    job = queueing.claim_next(deployment.pk)
-    if job is None:
-        return
+    while True:
+        deployment = Deployment.objects.filter(pk=deployment_id()).first()
+        if deployment is None or not current(deployment):
+            return  # for the next engine of this deployment: it re-sends the message of every waiting job
+        job = queueing.claim_next(deployment.pk)
+        if job is None:
+            return
+        run_one(job)
+
+
+def run_one(job: Job) -> None:
     try:
         result = begin(job)
     except EngineError as exc:  # ContextExceeded too: their messages are written for people
@@ -141,7 +148,7 @@ def run(job_id: int) -> None:
     status = JobStatus.CANCELLED if result.cancelled else JobStatus.SUCCEEDED
     finish(job, status, output=result.text, finish_reason=result.finish_reason,
            prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-           prompt_seconds=result.prompt_seconds,
+           prompt_seconds=result.prompt_seconds, dropped_messages=result.dropped_messages,
            first_token=datetime.fromtimestamp(result.first_token_at, tz=UTC) if result.first_token_at else None)
 
 
@@ -180,12 +187,27 @@ def from_chat_template(exc: Exception) -> bool:
 
 def generate(engine: Engine, job: Job, out: stream.JobStream):
     asked_before = bool(out.redis.exists(queueing.cancel_key(job.pk)))  # before our watch was listening
+    dropped = 0
     if job.kind == JobKind.COMPLETION:
         prompt, stops = engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), []
+    elif job.conversation_id:
+        # A conversation on the chat page goes on however long it gets: what no longer fits is left out (and
+        # the page says so). A script's messages are taken as sent: too long is its error to see.
+        prompt, stops, dropped = engine.fitting_chat_prompt(job.messages, answer_room(job, engine.ctx))
+        if dropped:
+            out.event(job.pk, "context", {"dropped": dropped, "kept": len(job.messages) - dropped,
+                                          "ctx": engine.ctx})
     else:
         prompt, stops = engine.chat_prompt(job.messages)
-    return engine.run(prompt, job.params, lambda text: out.token(job.pk, text),
-                      lambda: asked_before or State.cancels(job.pk), stops)
+    result = engine.run(prompt, job.params, lambda text: out.token(job.pk, text),
+                        lambda: asked_before or State.cancels(job.pk), stops)
+    result.dropped_messages = dropped
+    return result
+
+
+def answer_room(job: Job, ctx: int) -> int:
+    """Tokens a conversation's prompt leaves for the answer: what was asked for, at most half the context."""
+    return min(job.params.get("max_tokens", 256), ctx // 2)
 
 
 def finish(job: Job, status: str, **fields) -> None:

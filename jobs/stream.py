@@ -167,10 +167,16 @@ class CancelWatch:
         self.asked: set[int] = set()
         self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
         self.pubsub.subscribe(**{CANCEL_CHANNEL: self._on_message})
-        self.thread = self.pubsub.run_in_thread(sleep_time=1.0, daemon=True)
+        self.thread = self.pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=self._on_error)
 
     def _on_message(self, message: dict) -> None:
         self.asked.add(int(message["data"]))
+
+    @staticmethod
+    def _on_error(exc: BaseException, pubsub, thread) -> None:
+        """Redis went away: keep the thread (its next read connects and subscribes again), without spinning."""
+        log.warning("cancel watch lost Redis (%s); listening again in a second", exc)
+        time.sleep(1.0)
 
     def __call__(self, job_id: int) -> bool:
         return job_id in self.asked

@@ -1,4 +1,7 @@
+from channels.db import database_sync_to_async
+
 from clusterpanel.consumers import AdminGroupConsumer
+from models_app.models import Deployment
 
 
 class DeploymentConsumer(AdminGroupConsumer):
@@ -6,6 +9,20 @@ class DeploymentConsumer(AdminGroupConsumer):
 
     def group_name(self) -> str:
         return f"deployment_{self.scope['url_route']['kwargs']['pk']}"
+
+    async def catch_up(self) -> None:
+        """Its state now: a socket that reconnects after a drop (a Redis restart) may have missed changes."""
+        deployment = await self.current()
+        if deployment is None:
+            return
+        await self.send_json({"type": "status", "status": deployment.status,
+                              "label": deployment.get_status_display(), "detail": deployment.status_detail})
+        if deployment.engine:
+            await self.send_json({"type": "engine", **deployment.engine})
+
+    @database_sync_to_async
+    def current(self) -> Deployment | None:
+        return Deployment.objects.filter(pk=self.scope["url_route"]["kwargs"]["pk"]).first()
 
     async def deployment_status(self, event: dict) -> None:
         await self.send_json({"type": "status", **event["payload"]})

@@ -49,6 +49,20 @@ def pytest_load_initial_conftests(early_config, parser, args):
     return (yield)
 
 
+def restart_redis(down_for: float) -> None:
+    """Stop this run's Redis (as a crash would: no final save), keep it down `down_for` seconds, start it again
+    on the same port."""
+    import time
+
+    server = _state.get("redis")
+    if server is None:
+        pytest.fail("This test restarts Redis: run it with the suite's own Redis (REDIS_URL unset).")
+    server.process.kill()
+    server.process.wait()
+    time.sleep(down_for)
+    _state["redis"] = RedisServer.start(_state["data_dir"] / "redis", port=server.port)
+
+
 def pytest_unconfigure(config):
     server = _state.pop("redis", None)
     if server is not None:

@@ -37,6 +37,7 @@ function turnItem(question) {
   const li = document.createElement("li");
   li.className = "turn";
   li.innerHTML = '<div class="question"></div><div class="answer streaming"></div><div class="meta"></div>' +
+    '<p class="context-note" hidden></p>' +
     '<div class="tools"><button type="button" class="link copy">Copy</button></div>';
   li.querySelector(".question").textContent = question;
   turns.append(li);
@@ -56,10 +57,11 @@ function follow(job, li) {
   const answer = li.querySelector(".answer");
   const meta = li.querySelector(".meta");
   answer.classList.add("streaming");
-  let lastSeq = 0, tokens = 0, firstAt = null, done = false;
+  let lastSeq = 0, tokens = 0, firstAt = null, done = false, delay = 500;
   answer.textContent = "";
   const open = () => {
     const socket = new WebSocket(`${scheme}://${location.host}/ws/jobs/${job}/`);
+    socket.onopen = () => { delay = 500; };
     socket.onmessage = (message) => {
       const event = JSON.parse(message.data);
       if (event.seq !== undefined) {
@@ -68,6 +70,7 @@ function follow(job, li) {
       }
       if (event.event === "queue") meta.textContent = `Waiting: number ${event.position} in the queue…`;
       else if (event.event === "status") meta.textContent = "Thinking…";
+      else if (event.event === "context") contextNote(li, event.dropped, event.ctx);
       else if (event.event === "token") {
         answer.textContent += event.text;
         tokens += 1;
@@ -86,10 +89,20 @@ function follow(job, li) {
       }
     };
     socket.onclose = (event) => {
-      if (!done && event.code !== 4403) setTimeout(open, 500);
+      if (done || event.code === 4403) return;
+      setTimeout(open, delay);  // the panel restarting or Redis away: try again, less and less often
+      delay = Math.min(delay * 2, 10000);
     };
   };
   open();
+}
+
+// Same words as templates/jobs/context_note.html.
+function contextNote(li, dropped, ctx) {
+  const note = li.querySelector(".context-note");
+  note.hidden = !dropped;
+  note.textContent = dropped ? `Older turns no longer fit: the model did not see the first ${dropped} ` +
+    `message${dropped === 1 ? "" : "s"} of this conversation (its context holds ${ctx} tokens).` : "";
 }
 
 async function finished(job, li) {
@@ -112,6 +125,7 @@ async function finished(job, li) {
       t.prompt_tokens ? `prompt ${t.prompt_tokens} tokens` : "",
       data.status === "cancelled" ? "stopped" : ""].filter(Boolean).join(" · ");
   }
+  if (data.dropped_messages) contextNote(li, data.dropped_messages, data.ctx);
   li.dataset.status = data.status;
   if (current && current.job === job) current = null;
   busy(false);

@@ -10,7 +10,10 @@ function showStatus(message) {
   badge.textContent = message.label;
   badge.className = `badge state-${message.status}`;
   detail.textContent = message.detail;
-  if (["ready", "failed", "stopped"].includes(message.status)) setTimeout(() => location.reload(), 500);
+  // The socket also tells the current state each time it (re)connects: reload only for news.
+  const changed = message.status !== detail.dataset.status;
+  detail.dataset.status = message.status;
+  if (changed && ["ready", "failed", "stopped"].includes(message.status)) setTimeout(() => location.reload(), 500);
 }
 
 function showPreseed(row) {

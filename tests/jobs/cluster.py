@@ -2,6 +2,9 @@
 
 import os
 import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
@@ -66,3 +69,36 @@ def end_engines() -> None:
                 os.killpg(pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+
+
+CPU_CGROUPS = Path("/sys/fs/cgroup/cpu")
+
+
+def cpu_cgroup_of(pid: int) -> Path:
+    for line in Path(f"/proc/{pid}/cgroup").read_text().splitlines():
+        _, controllers, path = line.split(":", 2)
+        if "cpu" in controllers.split(","):
+            return CPU_CGROUPS / path.lstrip("/")
+    return CPU_CGROUPS
+
+
+@contextmanager
+def slowed(deployment: Deployment, cpus: float) -> Iterator[None]:
+    """The deployment's rpc-servers held to `cpus` of one core each (a cgroup cpu quota): slow laptops, so that
+    an answer takes minutes. Each goes back to its own cgroup afterwards."""
+    moved: list[tuple[int, Path, Path]] = []
+    try:
+        for stage in deployment.stages.select_related("server"):
+            pid = stage.server.pid
+            group = CPU_CGROUPS / f"clusterpanel-test-slow-{pid}"
+            group.mkdir(exist_ok=True)
+            (group / "cpu.cfs_period_us").write_text("100000")
+            (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
+            moved.append((pid, cpu_cgroup_of(pid), group))
+            (group / "cgroup.procs").write_text(str(pid))
+        yield
+    finally:
+        for pid, home, group in moved:
+            if os.path.exists(f"/proc/{pid}"):
+                (home / "cgroup.procs").write_text(str(pid))
+            group.rmdir()

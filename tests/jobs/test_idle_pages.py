@@ -1,0 +1,87 @@
+"""Pages left open: a deployment page and a chat page whose question waits behind a long job stay idle for five
+minutes in a real browser; their sockets stay open (none closes, none is opened again) and still deliver."""
+
+import threading
+import time
+
+import pytest
+
+from jobs import queueing
+from jobs.models import Job, JobKind, JobStatus
+from jobs.runner import set_engine
+from nodes.models import ActionKind
+from tests.browser import browser_page, log_in
+from tests.conftest import PASSWORD, wait_until
+from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready, slowed
+from tests.nodes.laptops import register_all
+
+IDLE_S = 5 * 60 + 10
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, alice, bob):
+    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=2048)
+    deployment.is_default = True
+    deployment.save(update_fields=["is_default"])
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+def sockets_of(page) -> list[dict]:
+    """Every WebSocket the page opens, with whether it closed and how many frames it received."""
+    seen: list[dict] = []
+
+    def opened(socket) -> None:
+        record = {"url": socket.url, "closed": False, "frames": 0}
+        socket.on("close", lambda *_: record.update(closed=True))
+        socket.on("framereceived", lambda *_: record.update(frames=record["frames"] + 1))
+        seen.append(record)
+
+    page.on("websocket", opened)
+    return seen
+
+
+def in_thread(call, *args) -> None:
+    """ORM and channel-layer calls off Playwright's thread, which runs its own event loop."""
+    worker = threading.Thread(target=call, args=args)
+    worker.start()
+    worker.join()
+
+
+def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, web_server):
+    blocker = queueing.submit(Job(kind=JobKind.COMPLETION, deployment=cluster, user=alice,
+                                  prompt="1, 2, 3, 4, 5, 6,", params={**GREEDY, "max_tokens": 1900}))
+    with slowed(cluster, cpus=0.05), browser_page() as admin_page, browser_page() as chat_page:
+        wait_until(lambda: Job.objects.get(pk=blocker.pk).status == JobStatus.RUNNING, 60, "the long job to start")
+        admin_sockets, chat_sockets = sockets_of(admin_page), sockets_of(chat_page)
+        log_in(admin_page, web_server, "alice", PASSWORD)
+        admin_page.goto(f"{web_server}/models/deployments/{cluster.pk}/")
+        log_in(chat_page, web_server, "bob", PASSWORD)
+        chat_page.fill("#params input[name=max_tokens]", "12")
+        chat_page.fill("#params input[name=temperature]", "0")
+        chat_page.fill("#text", "Say hello.")
+        chat_page.click("#send")
+        chat_page.wait_for_selector(".turn .meta:has-text('in the queue')")
+
+        time.sleep(IDLE_S)
+        assert Job.objects.get(pk=blocker.pk).status == JobStatus.RUNNING, "the long job ended too early"
+        assert admin_sockets and chat_sockets, "both pages opened their sockets"
+        assert not any(s["closed"] for s in admin_sockets + chat_sockets), (admin_sockets, chat_sockets)
+
+        in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
+        admin_page.wait_for_function("document.getElementById('engine-state').textContent.includes('42 %')",
+                                     timeout=10_000)
+        in_thread(lambda: set_engine(cluster, state="ready", progress=1.0))
+        in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
+        chat_page.wait_for_function(
+            "document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
+        asked = Job.objects.get(user=bob)
+        assert asked.status == JobStatus.SUCCEEDED and asked.output.strip()
+        assert asked.timings()["queue_wait_s"] > IDLE_S - 10
+        job_sockets = [s for s in chat_sockets if f"/ws/jobs/{asked.pk}/" in s["url"]]
+        assert len(job_sockets) == 1, f"the chat page had to reopen its socket: {job_sockets}"
+        assert job_sockets[0]["frames"] > 3, "tokens came through the socket that waited five minutes"
+        assert not any(s["closed"] for s in admin_sockets), admin_sockets

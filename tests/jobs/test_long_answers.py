@@ -1,0 +1,92 @@
+"""Answers that take minutes, several at once: with the laptops slowed down, a streamed and a non-streamed /v1
+answer each take over a minute, and a third request waits quietly in the queue behind both for minutes. Every
+one ends 200 with every token (the channel layer once killed anything quiet for 5 s)."""
+
+import json
+import threading
+import time
+
+import pytest
+import requests
+
+from clusterpanel.models import ApiToken
+from jobs.models import Job
+from nodes.models import ActionKind
+from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready, slowed
+from tests.nodes.laptops import register_all
+
+LASTS_AT_LEAST_S = 60
+SLOW_CPUS = 0.1  # of a core per laptop: about 5 tokens/s here, against 47 unslowed
+LONG = 600  # tokens: about two minutes each at that speed
+COUNTING = "Count from 1 to 1000 in words, one number per line."
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob):
+    laptops = register_all(lan(3), then=ActionKind.PROBE)
+    deployment = deploy_bundled(laptops, ctx=2048)
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+@pytest.fixture
+def auth(bob) -> dict:
+    return {"Authorization": f"Bearer {ApiToken.issue(bob, 'tests')[1]}"}
+
+
+def body(tokens: int, **more) -> dict:
+    return {"messages": [{"role": "user", "content": COUNTING}], "max_tokens": tokens, "temperature": 0,
+            "seed": 1, **more}
+
+
+def streamed(base: str, auth: dict, tokens: int) -> dict:
+    with requests.post(f"{base}/v1/chat/completions", json=body(tokens, stream=True), headers=auth, stream=True,
+                       timeout=(10, 600)) as response:
+        lines = [line for line in response.iter_lines(decode_unicode=True) if line]
+    chunks = [json.loads(line[6:]) for line in lines if line != "data: [DONE]"]
+    return {"status": response.status_code, "done": lines[-1] == "data: [DONE]", "id": chunks[0]["id"],
+            "text": "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]),
+            "errors": [c["error"] for c in chunks if "error" in c]}
+
+
+def whole(base: str, auth: dict, tokens: int) -> dict:
+    response = requests.post(f"{base}/v1/chat/completions", json=body(tokens), headers=auth, timeout=(10, 900))
+    answer = response.json()
+    return {"status": response.status_code, "id": answer.get("id"), "answer": answer}
+
+
+def job_of(result: dict) -> Job:
+    return Job.objects.get(pk=int(result["id"].rsplit("-", 1)[1]))
+
+
+def test_it_answers_requests_that_take_minutes_several_at_once(cluster, web_server, auth):
+    with slowed(cluster, cpus=SLOW_CPUS):
+        results: dict[str, dict] = {}
+        calls = {"streamed": lambda: streamed(web_server, auth, LONG),
+                 "whole": lambda: whole(web_server, auth, LONG),
+                 "queued": lambda: streamed(web_server, auth, 16)}  # waits minutes, then is short
+        threads = []
+        for name, call in calls.items():
+            threads.append(threading.Thread(target=lambda n=name, c=call: results.update({n: c()})))
+            threads[-1].start()
+            time.sleep(1)  # in this order in the queue
+        for thread in threads:
+            thread.join(900)
+
+    assert set(results) == set(calls), f"a request never came back: only {sorted(results)}"
+    for name in ("streamed", "queued"):
+        got, job = results[name], job_of(results[name])
+        assert got["status"] == 200 and got["done"] and not got["errors"], got
+        assert got["text"] == job.output != "", f"{name}: the stream lost tokens"
+    answer, job = results["whole"]["answer"], job_of(results["whole"])
+    assert results["whole"]["status"] == 200, answer
+    assert answer["choices"][0]["message"]["content"] == job.output != ""
+    assert answer["usage"]["completion_tokens"] == job.completion_tokens
+    for name in ("streamed", "whole"):
+        job = job_of(results[name])
+        assert job.status == "succeeded" and job.completion_tokens == LONG, job.summary()
+        assert job.timings()["total_s"] > LASTS_AT_LEAST_S, f"{name} took only {job.timings()['total_s']} s"
+    assert job_of(results["queued"]).timings()["queue_wait_s"] > 2 * LASTS_AT_LEAST_S
