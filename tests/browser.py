@@ -35,6 +35,22 @@ def browser_page() -> Iterator:
             shutil.rmtree(profile, ignore_errors=True)
 
 
+@contextmanager
+def browser() -> Iterator:
+    """A headless Chromium whose `new_page()` each opens a page with cookies of its own (one user each)."""
+    from playwright.sync_api import sync_playwright
+
+    executable = shutil.which("chromium") or shutil.which("chromium-browser")
+    if executable is None:
+        pytest.fail("Chromium is not installed; `make test` installs it (apt-get install chromium).")
+    with sync_playwright() as playwright:
+        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield chromium
+        finally:
+            chromium.close()
+
+
 def log_in(page, base_url: str, username: str, password: str) -> None:
     page.goto(f"{base_url}/login/")
     page.fill("#id_username", username)

@@ -10,7 +10,7 @@ from jobs import queueing
 from jobs.models import Job, JobKind, JobStatus
 from jobs.runner import set_engine
 from nodes.models import ActionKind
-from tests.browser import browser_page, log_in
+from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready, slowed
 from tests.nodes.laptops import register_all
@@ -54,7 +54,8 @@ def in_thread(call, *args) -> None:
 def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, web_server):
     blocker = queueing.submit(Job(kind=JobKind.COMPLETION, deployment=cluster, user=alice,
                                   prompt="1, 2, 3, 4, 5, 6,", params={**GREEDY, "max_tokens": 1900}))
-    with slowed(cluster, cpus=0.05), browser_page() as admin_page, browser_page() as chat_page:
+    with slowed(cluster, cpus=0.05), browser() as chromium:
+        admin_page, chat_page = chromium.new_page(), chromium.new_page()
         wait_until(lambda: Job.objects.get(pk=blocker.pk).status == JobStatus.RUNNING, 60, "the long job to start")
         admin_sockets, chat_sockets = sockets_of(admin_page), sockets_of(chat_page)
         log_in(admin_page, web_server, "alice", PASSWORD)
