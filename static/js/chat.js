@@ -123,7 +123,7 @@ async function finished(job, li) {
       t.tokens_per_s ? `${t.tokens_per_s.toFixed(1)} tokens/s` : "",
       t.time_to_first_token_s !== null ? `first token after ${t.time_to_first_token_s.toFixed(2)} s` : "",
       t.prompt_tokens ? `prompt ${t.prompt_tokens} tokens` : "",
-      data.status === "cancelled" ? "stopped" : ""].filter(Boolean).join(" · ");
+      data.status === "cancelled" ? data.error || "stopped" : ""].filter(Boolean).join(" · ");
   }
   if (data.dropped_messages) contextNote(li, data.dropped_messages, data.ctx);
   li.dataset.status = data.status;
