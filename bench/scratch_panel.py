@@ -60,7 +60,9 @@ class Panel:
 
 
 @contextmanager
-def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.240.0.0/24"):
+def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.240.0.0/24",
+                  collector: bool = False):
+    """`collector`: the metrics collector too (live laptop samples for a dashboard)."""
     data = Path(tempfile.mkdtemp(prefix="bench-panel-"))
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
@@ -105,6 +107,8 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
                               "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
             subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
         ]
+        if collector:
+            processes.append(subprocess.Popen([sys.executable, "manage.py", "metrics"], **quiet))
         wait_port(port)
         pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
                 "redis": redis.process.pid}
