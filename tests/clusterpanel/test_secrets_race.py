@@ -1,14 +1,17 @@
 """Processes that start together on a first boot (web, worker, supervisor under docker compose) all read
 the same complete secret key and Fernet key: none reads a half-written file, none fails because another
-process made the file first."""
+process made the file first. Also where the folder takes no hard links (some FUSE, SMB and bind mounts)."""
 
+import errno
 import multiprocessing
+import os
 from pathlib import Path
 
+import pytest
 from cryptography.fernet import Fernet
 
 from clusterpanel.crypto import stored_key
-from clusterpanel.env import env_secret
+from clusterpanel.env import EmptySecretFile, env_secret
 
 PROCESSES = 8
 ROUNDS = 100
@@ -68,3 +71,20 @@ def test_it_gives_every_racing_process_the_same_fernet_key(tmp_path):
     assert_one_complete_value(by_round, tmp_path)
     for values in by_round.values():
         Fernet(values[0])  # a whole key, not a prefix of one
+
+
+def no_hard_links(*args, **kwargs):
+    raise PermissionError(errno.EPERM, "Operation not permitted")
+
+
+def test_it_gives_every_racing_process_the_same_secret_key_where_hard_links_fail(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "link", no_hard_links)  # the forked processes inherit it
+    by_round = race_rounds(secret_key, tmp_path)
+    assert_one_complete_value(by_round, tmp_path)
+
+
+def test_it_says_what_to_delete_when_an_interrupted_first_start_left_its_lock(tmp_path, monkeypatch):
+    monkeypatch.setattr(os, "link", no_hard_links)
+    (tmp_path / ".secret.lock").touch()  # its holder died before renaming the key into place
+    with pytest.raises(EmptySecretFile, match="delete it"):
+        secret_key(tmp_path / "secret")
