@@ -15,7 +15,7 @@ from collections import Counter
 
 import requests
 from scratch_panel import scratch_panel
-from websockets.exceptions import ConnectionClosed
+from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
 HUNG_AFTER_S = 300  # an answer that has not ended after this long counts as hung
@@ -73,16 +73,17 @@ class Soak:
         while time.monotonic() < deadline:
             try:
                 with connect(f"{self.ws}/ws/jobs/{job}/", additional_headers={"Cookie": cookie},
-                             open_timeout=30) as socket:
+                             origin=self.panel.base, open_timeout=30) as socket:
                     while time.monotonic() < deadline:
                         event = json.loads(socket.recv(timeout=deadline - time.monotonic()))
                         if event.get("event") == "done":
                             self.count("chat answered" if event["status"] == "succeeded" else "chat failed")
                             return
-            except (ConnectionClosed, OSError):
-                self.count("sockets dropped")
             except TimeoutError:
                 break
+            except (ConnectionClosed, InvalidStatus, OSError):
+                self.count("sockets dropped")
+                time.sleep(1)
         self.count("chat hung")
 
     def script(self, token: str) -> None:
@@ -104,7 +105,8 @@ class Soak:
     def dashboard(self, cookie: str) -> None:
         while time.monotonic() < self.until:
             try:
-                with connect(f"{self.ws}/ws/dashboard/", additional_headers={"Cookie": cookie}) as socket:
+                with connect(f"{self.ws}/ws/dashboard/", additional_headers={"Cookie": cookie},
+                             origin=self.panel.base) as socket:
                     while time.monotonic() < self.until:
                         try:
                             socket.recv(timeout=1)
@@ -112,7 +114,7 @@ class Soak:
                         except TimeoutError:
                             continue
                     return
-            except (ConnectionClosed, OSError):
+            except (ConnectionClosed, InvalidStatus, OSError):
                 self.count("sockets dropped")
                 time.sleep(1)
 
