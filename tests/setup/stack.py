@@ -5,8 +5,9 @@ instead: each service's `command` and `environment` exactly as the file writes t
 resolved, `${VAR:-default}` filled in as compose does), in the order its `depends_on` conditions give. Only
 what a container has and this machine has elsewhere is replaced: the hosts `redis` and `postgres` (by servers
 the test started), the volumes' mount points (by folders), the published port (by a free one) and the image
-(by this checkout and its virtualenv). Compose puts the panel's processes in one network (`network_mode:
-service:web`), as one machine's loopback does here.
+(by this checkout and its virtualenv). Compose puts the panel's processes in one network, held by a service
+that runs nothing (`network_mode: service:network`), as one machine's loopback does here: that service is
+the network alone, so no process stands for it.
 """
 
 import os
@@ -50,6 +51,24 @@ def panel_services(compose: dict) -> dict[str, dict]:
     return {name: spec for name, spec in compose["services"].items() if "build" in spec}
 
 
+def network_owner(name: str, spec: dict) -> str:
+    """The service whose network this one uses (`network_mode: service:X`), else itself."""
+    network = spec.get("network_mode", "")
+    return network.removeprefix("service:") if network.startswith("service:") else name
+
+
+def network_holders(compose: dict) -> set[str]:
+    """The services that other panel services join (`network_mode: service:X`): what they are there for
+    is their network."""
+    return {owner for name, spec in panel_services(compose).items() if (owner := network_owner(name, spec)) != name}
+
+
+def process_services(compose: dict) -> dict[str, dict]:
+    """The panel services that run a process of the panel (all but the network's holder)."""
+    holders = network_holders(compose)
+    return {name: spec for name, spec in panel_services(compose).items() if name not in holders}
+
+
 def dependencies(spec: dict) -> dict[str, str]:
     """Service → condition it waits for; sharing a service's network means waiting for it to start."""
     written = spec.get("depends_on") or {}
@@ -72,8 +91,8 @@ class Stack:
 
     def __init__(self, folder: Path, variables: dict[str, str], hosts: dict[str, str]) -> None:
         self.compose, self.folder, self.variables, self.hosts = load(), folder, variables, hosts
-        self.services = panel_services(self.compose)
-        self.ports = {name: self.published(spec) for name, spec in self.services.items()}
+        self.services = process_services(self.compose)
+        self.ports = self.published_by_network()
         self.processes: dict[str, subprocess.Popen] = {}
         (folder / "logs").mkdir(parents=True, exist_ok=True)
 
@@ -81,6 +100,14 @@ class Stack:
     def published(spec: dict) -> dict[str, str]:
         """Container port → a free port of this machine, for each `ports:` entry."""
         return {str(entry).rsplit(":", 1)[-1]: str(any_free_port()) for entry in spec.get("ports", [])}
+
+    def published_by_network(self) -> dict[str, dict[str, str]]:
+        """Each service's published ports: its network's (a port published by the network's holder is the
+        port of whichever service listens on it there)."""
+        every = self.compose["services"]
+        owners = {name: network_owner(name, spec) for name, spec in self.services.items()}
+        ports = {owner: self.published(every[owner]) for owner in set(owners.values())}
+        return {name: ports[owner] for name, owner in owners.items()}
 
     def url(self, service: str, container_port: str) -> str:
         return f"http://127.0.0.1:{self.ports[service][container_port]}"
@@ -148,7 +175,7 @@ class Stack:
     def assert_one_network(self) -> None:
         """Here every process shares one loopback; that stands for the containers only if they share one
         network too (the supervisor's tunnels listen on 127.0.0.1 for the workers' checks and the engines)."""
-        networks = {spec.get("network_mode", f"service:{name}") for name, spec in self.services.items()
+        networks = {network_owner(name, spec) for name, spec in self.services.items()
                     if spec.get("restart") != "no"}
         assert len(networks) == 1, f"the panel's long-running services are in several networks: {networks}"
 

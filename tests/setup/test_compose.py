@@ -20,7 +20,7 @@ from nodes import ssh
 from tests.conftest import wait_until
 from tests.nodes.laptops import target
 from tests.setup.postgres import Postgres
-from tests.setup.stack import Stack, argv, dependencies, load, panel_services
+from tests.setup.stack import Stack, argv, dependencies, load, network_holders, network_owner, process_services
 
 ADMIN_PASSWORD = "compose-stack-test-password"
 QUESTION = "Name three colours."
@@ -34,20 +34,37 @@ def program(command: list[str]) -> tuple[str, ...]:
 def test_it_runs_every_long_running_process_of_make_run(monkeypatch):
     monkeypatch.setenv("DEMO", "0")  # the demo laptops are `make run`'s alone
     make_run, _ = RunPanel().processes("127.0.0.1", 8000, 4)
-    services = panel_services(load())
+    services = process_services(load())
     in_compose = {program(argv(spec["command"])) for spec in services.values() if spec.get("restart") != "no"}
     assert {program(shlex.split(command)) for command in make_run.values()} <= in_compose
 
 
 def test_it_starts_the_panel_only_once_the_database_is_migrated():
     """Migrations run once, before any panel process queries a table (they ran in web, beside the worker)."""
-    services = panel_services(load())
+    services = process_services(load())
     once = [name for name, spec in services.items() if spec.get("restart") == "no"]
     assert len(once) == 1
     for name, spec in services.items():
         if name not in once:
             assert dependencies(spec).get(once[0]) == "service_completed_successfully", name
             assert "migrate" not in spec["command"], name
+
+
+def test_it_keeps_the_panel_network_in_a_service_that_runs_nothing():
+    """A container joined to another's network loses it when that one restarts or is recreated: owned by
+    web, one web crash would cut the workers, the engines and the supervisor's tunnels off."""
+    compose = load()
+    holders = network_holders(compose)
+    assert len(holders) == 1, f"one network for the panel, held by one service: {holders}"
+    holder = holders.pop()
+    assert holder != "web", "web is not the network's owner"
+    long_running = {name: spec for name, spec in process_services(compose).items() if spec.get("restart") != "no"}
+    assert "web" in long_running
+    assert {name: network_owner(name, spec) for name, spec in long_running.items()} == dict.fromkeys(
+        long_running, holder), "every long-running panel service shares the holder's network"
+    held = compose["services"][holder]
+    assert argv(held["command"])[0] == "sleep" and held.get("init") is True, "it runs nothing that can fail"
+    assert "8000" in [str(entry).rsplit(":", 1)[-1] for entry in held.get("ports", [])], "it publishes web's port"
 
 
 @pytest.fixture
