@@ -126,6 +126,9 @@ CHANNEL_WAIT_S = RedisChannelLayer.brpop_timeout
 REDIS_READ_TIMEOUT_S = env_int("REDIS_READ_TIMEOUT_S", 15)
 if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
     raise SystemExit(f"REDIS_READ_TIMEOUT_S must be more than {CHANNEL_WAIT_S} (channels_redis waits that long).")
+# How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
+# answers 503 (jobs/listen.py); meanwhile it also watches the job's row, which outlives Redis.
+REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

@@ -40,12 +40,22 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             await self.send_json({"event": "queue", "position": place} if place else
                                  {"event": "status", "status": job.status})
 
+    async def __call__(self, scope, receive, send) -> None:
+        # Channels skips disconnect() when the channel layer fails under a consumer (Redis went away): let go
+        # of the reader and its Redis connection here too, or each outage would leave one per open socket.
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            await self.let_go()
+
     async def read_live(self) -> None:
         try:
             while True:
                 event = await self.live.next()
                 if event is not None:
                     await self.relay(event)
+                    if event.get("event") == "done":
+                        return  # nothing follows a job's end: the page closes the socket
         except REDIS_DOWN as exc:
             # Closed, not left open and silent: the page reconnects and catches up from what Redis kept and
             # from the job's row (jobs/listen.py says why that is whole).
@@ -53,13 +63,19 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=1011)
 
     async def disconnect(self, code: int) -> None:
-        if hasattr(self, "reader"):
-            self.reader.cancel()
+        await self.let_go()
+
+    async def let_go(self) -> None:
+        """Stop reading and listening; safe to call twice."""
+        reader, live, group = getattr(self, "reader", None), getattr(self, "live", None), getattr(self, "group", None)
+        self.reader = self.live = self.group = None
+        if reader is not None and reader is not asyncio.current_task():
+            reader.cancel()
         try:
-            if hasattr(self, "live"):
-                await self.live.close()
-            if hasattr(self, "group"):
-                await self.channel_layer.group_discard(self.group, self.channel_name)
+            if live is not None:
+                await live.close()
+            if group is not None:
+                await self.channel_layer.group_discard(group, self.channel_name)
         except REDIS_DOWN as exc:  # the group forgets this channel by itself when it expires
             log.info("job %s: could not stop listening cleanly: %s", self.job_id, exc)
 

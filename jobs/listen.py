@@ -6,7 +6,7 @@ by sequence number, until the job is done.
 
 Redis may go away under a listener (a restart, a crash). The listener then keeps
 asking the database, which outlives Redis, whether the job ended, and listens
-again once Redis is back; if it is gone for longer than OUTAGE_S, `events()`
+again once Redis is back; if it is gone for longer than REDIS_OUTAGE_S, `events()`
 raises StreamLost for the caller to say so. Tokens sent while nobody could hear
 them leave a hole in the sequence numbers: from the first hole on, tokens are
 held back (`gap`), and the answer's rest comes whole from the job's row with
@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
 from channels.layers import get_channel_layer
+from django.conf import settings
 from redis.exceptions import RedisError
 
 from jobs import stream
@@ -27,7 +28,6 @@ from jobs.models import Job
 
 log = logging.getLogger(__name__)
 QUIET_S = 2.0  # with nothing heard for this long, ask the database (a job cancelled while queued is only told live)
-OUTAGE_S = 60.0  # how long Redis may stay unreachable before a listener gives up
 REDIS_DOWN = (RedisError, OSError)
 
 
@@ -51,6 +51,7 @@ class JobEvents:
         for pending in (self.pending, self.pending_live):
             if pending:
                 pending.cancel()
+                pending.add_done_callback(forget)  # one that failed with Redis has said so already
         self.pending = self.pending_live = None
         try:
             if self.subscription:
@@ -111,7 +112,8 @@ class JobEvents:
         """After Redis failed us: the job's end from the database if it came meanwhile, else what Redis still
         kept once it answers again (events of the outage are gone: a hole `fresh()` will see)."""
         await self.close()
-        deadline, pause = time.monotonic() + OUTAGE_S, 0.5
+        outage_s = settings.REDIS_OUTAGE_S
+        deadline, pause = time.monotonic() + outage_s, 0.5
         while True:
             done = await sync_to_async(ended)(self.job_id)
             if done is not None:
@@ -122,9 +124,14 @@ class JobEvents:
             except REDIS_DOWN as exc:
                 await self.close()
                 if time.monotonic() > deadline:
-                    raise StreamLost(f"Redis has been unreachable for {OUTAGE_S:.0f} s ({exc}).") from None
+                    raise StreamLost(f"Redis has been unreachable for {outage_s} s ({exc}).") from None
             await asyncio.sleep(pause)
             pause = min(pause * 2, 5.0)
+
+
+def forget(task: asyncio.Future) -> None:
+    if not task.cancelled():
+        task.exception()
 
 
 def ended(job_id: int) -> dict | None:

@@ -22,7 +22,9 @@ from models_app.models import Deployment, DeploymentStatus
 
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
 GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
-STOP_CONFIRM_S = 15  # how long a running job's engine has to confirm a stop before the job ends without it
+# How long a running job's engine has to confirm a stop before the job ends without it. The engine looks between
+# tokens: reading a long prompt on slow laptops can take tens of seconds before the first.
+STOP_CONFIRM_S = 60
 ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in the order they came, too
 
 
@@ -191,8 +193,8 @@ def stop_running(job: Job) -> None:
 def stop_unconfirmed(job_id: int, attempt: int) -> None:
     """STOP_CONFIRM_S after a stop: the job, if its engine has not ended it, ends now (an engine that is
     alive after all finds it ended and drops what it made)."""
-    end_stopped(job_id, attempt, f"Stopped. Its engine did not confirm within {STOP_CONFIRM_S} s (it is not "
-                                 "running, or is stuck), so the job was ended without it.")
+    end_stopped(job_id, attempt, f"Stopped. Its engine had not ended it {STOP_CONFIRM_S} s later (still reading "
+                                 "a long prompt, stuck, or not running), so the panel ended it.")
 
 
 def end_stopped(job_id: int, attempt: int, why: str) -> None:

@@ -14,7 +14,7 @@ import traceback
 from datetime import UTC, datetime
 
 import redis
-from django.db import close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
@@ -25,6 +25,7 @@ from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
 ENV_DEPLOYMENT, ENV_REVISION = "CLUSTERPANEL_ENGINE_DEPLOYMENT", "CLUSTERPANEL_ENGINE_REVISION"
+FINISH_TRIES = 6  # about a minute of retries before a job's end is given up on (the engine's log says so)
 MAX_ENGINE_STOPS = 2  # an engine that died twice under the same job (no laptop to blame) gives up on it
 
 
@@ -212,8 +213,7 @@ def answer_room(job: Job, ctx: int) -> int:
 
 def finish(job: Job, status: str, **fields) -> None:
     """Store the outcome once: only the attempt that holds the job may write it."""
-    written = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts).update(
-        status=status, finished=timezone.now(), **fields)
+    written = write_outcome(job, status=status, finished=timezone.now(), **fields)
     if not written:
         return
     job.refresh_from_db()
@@ -224,6 +224,22 @@ def finish(job: Job, status: str, **fields) -> None:
         log.warning("could not forget job %s's cancel request: %s", job.pk, exc)
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})
+
+
+def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
+    """The guarded update that ends a job, tried again while the database refuses it (SQLite locked past its
+    timeout, PostgreSQL restarting): given up, the job would stay RUNNING under an engine that goes on to the
+    next. Guarded, so a try that did land is never written twice."""
+    for attempt in range(1, tries + 1):
+        try:
+            return Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts).update(**fields)
+        except (OperationalError, InterfaceError) as exc:
+            if attempt == tries:
+                raise
+            log.warning("job %s: could not store its end (%s); trying again", job.pk, exc)
+            close_old_connections()
+            time.sleep(min(2 ** attempt, 30))
+    return 0
 
 
 def tell_done(job: Job) -> None:

@@ -12,6 +12,7 @@ per token, and on a small head that CPU is what a stream is slowed by
 the job's row in the database has the whole text.
 """
 
+import contextlib
 import json
 import logging
 import time
@@ -199,7 +200,12 @@ class Subscription:
         self.ready: list[dict] = []  # events that came in one message with the one returned before
 
     async def open(self) -> "Subscription":
-        await self.pubsub.subscribe(channel(self.job_id))
+        try:
+            await self.pubsub.subscribe(channel(self.job_id))
+        except BaseException:  # its Redis client is ours to close: a listener retrying would leak one a try
+            with contextlib.suppress(redis.RedisError, OSError):
+                await self.close()
+            raise
         return self
 
     async def next(self, timeout: float | None = None) -> dict | None:

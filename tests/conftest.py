@@ -87,12 +87,18 @@ def collected_static() -> None:
 
 
 @pytest.fixture
-def web_server(transactional_db, collected_static) -> Iterator[str]:
+def web_env() -> dict[str, str]:
+    """More environment for the web server; a test module overrides this fixture to set some."""
+    return {}
+
+
+@pytest.fixture
+def web_server(transactional_db, collected_static, web_env) -> Iterator[str]:
     """The panel's real ASGI server (daphne) on a free port, on the test database."""
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "clusterpanel.asgi:application"],
-        cwd=ROOT, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, env={**child_env(), **web_env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:
         wait_for_port(port, process=process)

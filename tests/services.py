@@ -7,10 +7,12 @@ by the fixtures that make one): those use fixed names and addresses, and a secon
 run would tear down the first one's laptops. Runs without a LAN do not wait.
 """
 
+import contextlib
 import fcntl
 import os
 import shutil
 import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -49,18 +51,24 @@ def pytest_load_initial_conftests(early_config, parser, args):
     return (yield)
 
 
-def restart_redis(down_for: float) -> None:
-    """Stop this run's Redis (as a crash would: no final save), keep it down `down_for` seconds, start it again
-    on the same port."""
-    import time
-
+@contextlib.contextmanager
+def redis_down():
+    """This run's Redis stopped as a crash would stop it (no final save) for the block, then started again on the
+    same port."""
     server = _state.get("redis")
     if server is None:
-        pytest.fail("This test restarts Redis: run it with the suite's own Redis (REDIS_URL unset).")
+        pytest.fail("This test stops Redis: run it with the suite's own Redis (REDIS_URL unset).")
     server.process.kill()
     server.process.wait()
-    time.sleep(down_for)
-    _state["redis"] = RedisServer.start(_state["data_dir"] / "redis", port=server.port)
+    try:
+        yield
+    finally:
+        _state["redis"] = RedisServer.start(_state["data_dir"] / "redis", port=server.port)
+
+
+def restart_redis(down_for: float) -> None:
+    with redis_down():
+        time.sleep(down_for)
 
 
 def pytest_unconfigure(config):

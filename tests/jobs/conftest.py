@@ -1,9 +1,13 @@
-"""For API tests without a LAN: a deployment row that looks ready (no laptops, no engine), and token headers."""
+"""Deployments for job tests: `ready`, a row that looks ready (no laptops, no engine) for API tests without a
+LAN; `cluster`, the bundled model really deployed across three simulated laptops with its engine; token headers."""
 
 import pytest
 
 from clusterpanel.models import ApiToken
 from models_app.models import Deployment, DeploymentStatus, GgufModel
+from nodes.models import ActionKind
+from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
+from tests.nodes.laptops import register_all
 
 
 @pytest.fixture
@@ -20,3 +24,23 @@ def ready(db) -> Deployment:
 def bearer(user) -> dict:
     """Test-client headers carrying a new token of `user`."""
     return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(user, 'tests')[1]}"}
+
+
+@pytest.fixture
+def cluster_ctx() -> int:
+    """The `cluster` deployment's context; a test module overrides this fixture for another."""
+    return 1024
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob, cluster_ctx) -> Deployment:
+    """The bundled model across three simulated laptops, the chat page's default, its engine loaded. The
+    supervisor, and with it every engine, stops at the end."""
+    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=cluster_ctx)
+    deployment.is_default = True
+    deployment.save(update_fields=["is_default"])
+    engine_ready(deployment)
+    yield deployment
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()

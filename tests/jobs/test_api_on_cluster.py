@@ -15,24 +15,10 @@ from jobs import oneshot
 from jobs.models import Job, JobStatus
 from jobs.stream import kept
 from nodes import ssh
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
 
 QUESTION = "Name three colours and say one thing about each."
 GREEDY = {"temperature": 0, "seed": 7, "top_p": 1.0, "top_k": 40}
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    laptops = register_all(lan(3), then=ActionKind.PROBE)
-    deployment = deploy_bundled(laptops)
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 @pytest.fixture

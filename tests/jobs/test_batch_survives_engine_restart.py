@@ -7,30 +7,16 @@ import json
 import os
 import signal
 
-import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
 from jobs import batch_output, queueing, stream
 from jobs.models import Batch, Job, JobStatus
 from models_app.models import Deployment
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import GREEDY, chat, deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
+from tests.jobs.cluster import GREEDY, chat
 
 LINES = 20
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    laptops = register_all(lan(3), then=ActionKind.PROBE)
-    deployment = deploy_bundled(laptops)
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 def batch_file() -> bytes:

@@ -4,28 +4,11 @@ conversation (and a reload mid-answer picks the stream up), Stop stops, and mode
 import re
 import threading
 
-import pytest
-
 from clusterpanel.broadcast import broadcast
 from jobs import stream
 from jobs.models import Job, JobStatus
-from nodes.models import ActionKind
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD, wait_until
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE))
-    deployment.is_default = True
-    deployment.save(update_fields=["is_default"])
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 def ask(page, text: str, max_tokens: int) -> None:

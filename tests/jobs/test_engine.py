@@ -4,30 +4,17 @@ re-planned on the laptops left and the job retried."""
 
 import time
 
-import pytest
 import requests
 
 from jobs import oneshot, queueing, verify
 from jobs.models import Job, JobKind, JobStatus
 from models_app.models import DeploymentStatus
 from nodes import ssh
-from nodes.models import ActionKind, RpcServer
+from nodes.models import RpcServer
 from tests.conftest import wait_until
-from tests.jobs.cluster import GREEDY, chat, deploy_bundled, end_engines, engine_ready, listen
-from tests.nodes.laptops import register_all
+from tests.jobs.cluster import GREEDY, chat, listen
 
 QUESTION = "Name three colours and say one thing about each."
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    laptops = register_all(lan(3), then=ActionKind.PROBE)
-    deployment = deploy_bundled(laptops)
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 def test_a_chat_streams_token_by_token_and_equals_a_single_process_run(cluster, bob):

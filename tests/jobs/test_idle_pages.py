@@ -9,25 +9,16 @@ import pytest
 from jobs import queueing
 from jobs.models import Job, JobKind, JobStatus
 from jobs.runner import set_engine
-from nodes.models import ActionKind
 from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
-from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready, slowed
-from tests.nodes.laptops import register_all
+from tests.jobs.cluster import GREEDY, slowed
 
 IDLE_S = 5 * 60 + 10
 
 
 @pytest.fixture
-def cluster(lan, transactional_db, supervisor, alice, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=2048)
-    deployment.is_default = True
-    deployment.save(update_fields=["is_default"])
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
+def cluster_ctx() -> int:
+    return 2048
 
 
 def sockets_of(page) -> list[dict]:

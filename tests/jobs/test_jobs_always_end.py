@@ -137,7 +137,7 @@ def test_a_stop_ends_a_running_job_whose_engine_never_confirms(claimed, conversa
     assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING, "its engine may still stop it"
     wait_until(lambda: Job.objects.get(pk=claimed.pk).is_finished, 30, "the stop to be settled")
     claimed.refresh_from_db()
-    assert claimed.status == JobStatus.CANCELLED and "did not confirm" in claimed.error, claimed.error
+    assert claimed.status == JobStatus.CANCELLED and "had not ended it" in claimed.error, claimed.error
     assert chat.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
 
 

@@ -11,9 +11,7 @@ import requests
 
 from clusterpanel.models import ApiToken
 from jobs.models import Job
-from nodes.models import ActionKind
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready, slowed
-from tests.nodes.laptops import register_all
+from tests.jobs.cluster import slowed
 
 LASTS_AT_LEAST_S = 60
 SLOW_CPUS = 0.1  # of a core per laptop: about 5 tokens/s here, against 47 unslowed
@@ -22,14 +20,8 @@ COUNTING = "Count from 1 to 1000 in words, one number per line."
 
 
 @pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    laptops = register_all(lan(3), then=ActionKind.PROBE)
-    deployment = deploy_bundled(laptops, ctx=2048)
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
+def cluster_ctx() -> int:
+    return 2048
 
 
 @pytest.fixture

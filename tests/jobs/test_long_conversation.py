@@ -7,10 +7,7 @@ from django.test import Client
 from jobs import chat
 from jobs.models import Conversation, Job, JobStatus
 from jobs.params import validate
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
 
 TURNS = 30
 QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ships, storms and the people who keep "
@@ -18,13 +15,8 @@ QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ship
 
 
 @pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=2048)
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
+def cluster_ctx() -> int:
+    return 2048
 
 
 def finished(job: Job, what: str) -> Job:

@@ -1,25 +1,12 @@
 """A job whose queue message was lost (Redis restarted before saving it) still runs: behind a running job the
 engine goes on to it by itself, and an idle engine is sent a new message by the supervisor."""
 
-import pytest
 
 from jobs import queueing
 from jobs.engines import STALLED_S
 from jobs.models import Job, JobKind, JobStatus
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import GREEDY, deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE))
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
+from tests.jobs.cluster import GREEDY
 
 
 def unsent(deployment, user, text: str, tokens: int) -> Job:

@@ -11,23 +11,11 @@ import requests
 from clusterpanel.models import ApiToken
 from jobs.models import Job
 from jobs.stream import kept
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready, slowed
-from tests.nodes.laptops import register_all
+from tests.jobs.cluster import slowed
 from tests.services import restart_redis
 
 STORY = "Write a long story about a lighthouse keeper."
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE))
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 @pytest.fixture

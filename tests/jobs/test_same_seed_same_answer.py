@@ -1,28 +1,14 @@
 """Same request, same seed, same answer, whatever ran before it: twice in a row, and again after other
 requests (the engine once reused the last prompt's cache, which changed the sampled text)."""
 
-import pytest
 
 from jobs import queueing
 from jobs.models import Job, JobKind, JobStatus
-from nodes.models import ActionKind
 from tests.conftest import wait_until
-from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
-from tests.nodes.laptops import register_all
 
 # Hot and long: an answer this sensitive to its logits shows any difference in how its prompt was evaluated.
 # With the old reuse of the last prompt's cache, this question's answers differed for 3 seeds of 3.
 SAMPLED = {"temperature": 1.5, "top_p": 1.0, "top_k": 0, "repeat_penalty": 1.0, "stop": [], "max_tokens": 200}
-
-
-@pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob):
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE))
-    engine_ready(deployment)
-    yield deployment
-    supervisor.terminate()
-    supervisor.wait(30)
-    end_engines()
 
 
 def answer(deployment, user, text: str, seed: int) -> str:
