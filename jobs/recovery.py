@@ -66,7 +66,20 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
 
 
 def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
-    """Re-plan without the dead laptops; if the model still fits, bring it back and retry each job once."""
+    """Re-plan without the dead laptops; if the model still fits, bring it back and retry each job once.
+    Whatever goes wrong, the deployment ends up ready or failed, and each job is retried or told why not."""
+    try:
+        back = bring_back(deployment, dead, job_ids)
+    except Exception as exc:  # anything unexpected: it must not stay preparing, nor its jobs wait for a retry
+        log.exception("recovering %s failed", deployment)
+        give_up(deployment, job_ids, f"Recovery failed unexpectedly: {exc}")
+        return
+    if back:
+        retry(job_ids)
+
+
+def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> bool:
+    """The deployment re-planned and ready again on the laptops left (True), or failed saying why (False)."""
     stages = list(deployment.stages.select_related("node", "server"))
     remaining = [stage.node for stage in stages if stage.node.name not in dead]
     try:
@@ -74,12 +87,9 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
             raise PlanningError("no laptop is left.")
         plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment)
     except PlanningError as exc:
-        why = f"It no longer fits without {', '.join(dead)}: {exc}"
         # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
-        deploy.stop(deployment, DeploymentStatus.FAILED, f"{deployment.status_detail} {why}".strip())
-        not_retried(Job.objects.filter(pk__in=job_ids), why)
-        fail_waiting(deployment, f"The deployment stopped: {why}")
-        return
+        give_up(deployment, job_ids, f"It no longer fits without {', '.join(dead)}: {exc}", keep_detail=True)
+        return False
     with transaction.atomic():
         for stage in stages:
             if stage.node.name in dead and stage.server:
@@ -98,20 +108,33 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
     unused = [server for name, server in kept.items() if name not in {s.machine.name for s in plan.stages[1:]}]
     for server in unused:
         RpcServer.objects.filter(pk=server.pk).update(wanted=False)
-    deployment.set_status(DeploymentStatus.PREPARING, f"Re-planned on {', '.join(by_name)} without "
-                                                      f"{', '.join(dead)}; waiting for their rpc-servers.")
+    deploy.prepare_again(deployment, f"Re-planned on {', '.join(by_name)} without {', '.join(dead)}; waiting "
+                                     "for their rpc-servers.")
     try:
         stages = list(deployment.stages.select_related("node"))
         deploy.wait_for_servers(stages)
         if deployment.preseed:
             deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
     except deploy.DeployError as exc:
-        deploy.stop(deployment, DeploymentStatus.FAILED, str(exc))
-        not_retried(Job.objects.filter(pk__in=job_ids), str(exc))
-        return
+        give_up(deployment, job_ids, str(exc))
+        return False
     deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
                                                   "failed; the engine reloads the model.")
-    retry(job_ids)
+    return True
+
+
+def give_up(deployment: Deployment, job_ids: list[int], why: str, keep_detail: bool = False) -> None:
+    """The deployment FAILED with `why` (after what it said, with `keep_detail`), its servers let go; the jobs
+    recovery was to retry, and those waiting on it, fail saying why."""
+    detail = f"{deployment.status_detail} {why}".strip() if keep_detail else why
+    deploy.stop(deployment, DeploymentStatus.FAILED, detail)
+    not_retried(undecided(job_ids), why)
+    fail_waiting(deployment, f"The deployment stopped: {why}")
+
+
+def undecided(job_ids: list[int]) -> list[Job]:
+    """Those of the jobs still waiting to hear whether a retry comes."""
+    return [job for job in Job.objects.filter(pk__in=job_ids) if retry_state(job.pk)[0]]
 
 
 def fail_waiting(deployment: Deployment, why: str) -> None:
@@ -141,6 +164,9 @@ def retry(job_ids: list[int]) -> None:
             queueing.submit(again)
         except queueing.QueueError as exc:  # the deployment went away while it was being brought back
             not_retried([job], str(exc))
+            continue
+        except queueing.QueueDown as exc:  # Redis did not take its message: the retry has failed already
+            not_retried([job], f"Its retry could not be queued: Redis, which carries jobs, did not answer ({exc}).")
             continue
         broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})
 

@@ -13,8 +13,12 @@ def settle_on_start(**kwargs) -> None:
 
 @worker_ready.connect
 def settle_abandoned_on_start(**kwargs) -> None:
-    """When an ordinary worker starts (the panel starts): jobs left on deployments that are gone end."""
+    """When an ordinary worker starts (the panel starts): deployments whose preparing process ended fail,
+    then jobs left on deployments that are gone end."""
     if runner.deployment_id() is None:
+        from models_app import deploy  # imported here, like recovery below: tasks load in every worker
+
+        deploy.settle_interrupted()
         queueing.settle_abandoned()
 
 

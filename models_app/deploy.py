@@ -6,6 +6,8 @@ layers must land where the plan says. The engine (jobs) keeps its own load.
 """
 
 import logging
+import os
+import socket
 import time
 
 from django.db import IntegrityError, transaction
@@ -21,6 +23,7 @@ from nodes.runtime import RuntimeNotFound, find_bundle
 log = logging.getLogger(__name__)
 FIRST_PORT = 50052
 SERVERS_UP_WITHIN_S = 120
+BEING_PREPARED = (DeploymentStatus.PREPARING, DeploymentStatus.LOADING)
 
 
 class DeployError(Exception):
@@ -68,14 +71,75 @@ def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
 
 
 def claim(deployment: Deployment) -> bool:
-    """PLANNED to PREPARING, for one caller only (a guarded update); False when another prepare has had it."""
+    """PLANNED to PREPARING, for this process only (a guarded update that also says who prepares it); False
+    when another prepare has had it."""
     detail = "Installing the runtime and starting rpc-servers."
     if not Deployment.objects.filter(pk=deployment.pk, status=DeploymentStatus.PLANNED).update(
-            status=DeploymentStatus.PREPARING, status_detail=detail):
+            status=DeploymentStatus.PREPARING, status_detail=detail, preparing_by=this_process()):
         deployment.refresh_from_db()
         return False
+    deployment.refresh_from_db(fields=["preparing_by"])
     deployment.set_status(DeploymentStatus.PREPARING, detail)  # written again, to tell the pages
     return True
+
+
+def prepare_again(deployment: Deployment, detail: str) -> None:
+    """Back to PREPARING in this process (recovery re-plans a deployment it did not claim)."""
+    deployment.preparing_by = this_process()
+    deployment.save(update_fields=["preparing_by"])
+    deployment.set_status(DeploymentStatus.PREPARING, detail)
+
+
+def this_process() -> str:
+    """"<machine>:<pid>:<start time>": a pid alone is reused, and its start time (in clock ticks after boot)
+    tells a new process from the one that claimed."""
+    return f"{this_machine()}:{os.getpid()}:{started_at(os.getpid())}"
+
+
+def this_machine() -> str:
+    """The host name and the pid namespace: containers sharing one host name (docker compose's services on
+    web's network) each see their own pids."""
+    return f"{socket.gethostname()}/{os.stat('/proc/self/ns/pid').st_ino}"
+
+
+def started_at(pid: int) -> str | None:
+    """Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses); None
+    when there is no such process."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    return fields[19] if fields[0] != "Z" else None  # fields[0] is field 3; a zombie has stopped
+
+
+def gone(preparer: str) -> str:
+    """Why `preparer` (from this_process, on this machine) no longer prepares anything; "" while it runs."""
+    pid, start = preparer.rsplit(":", 2)[1:]
+    now = started_at(int(pid))
+    if now is None:
+        return f"process {pid} on {socket.gethostname()} has ended"
+    return "" if now == start else f"process {pid} on {socket.gethostname()} has ended; a new one took its pid"
+
+
+def settle_interrupted() -> int:
+    """Deployments left preparing or loading by a process of this machine that has ended (a worker killed by
+    the OOM killer, Ctrl-C under make run): FAILED, their servers let go. Others' preparers are left alone:
+    their liveness cannot be told from here. How many."""
+    settled = 0
+    mine = Deployment.objects.filter(status__in=BEING_PREPARED, preparing_by__startswith=f"{this_machine()}:")
+    for deployment in mine:
+        why = gone(deployment.preparing_by)
+        if not why:
+            continue
+        detail = f"Interrupted: the process preparing it stopped ({why})."
+        # Guarded: a deployment that moved on meanwhile (recovery took it over) keeps its state.
+        if Deployment.objects.filter(pk=deployment.pk, status=deployment.status,
+                                     preparing_by=deployment.preparing_by).update(status=DeploymentStatus.FAILED,
+                                                                                  status_detail=detail):
+            stop(deployment, DeploymentStatus.FAILED, detail)
+            log.warning("%s: %s", deployment, detail)
+            settled += 1
+    return settled
 
 
 def ensure_runtime(node: Node) -> None:

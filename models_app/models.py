@@ -85,6 +85,9 @@ class Deployment(models.Model):
     is_default = models.BooleanField(default=False, help_text="Offered first on the chat page.")
     engine = models.JSONField(default=dict, blank=True)  # the engine's state: loading progress, servers' pids
     verification = models.JSONField(default=dict, blank=True)  # the last "verify": distributed vs head-only
+    # The process preparing it ("<machine>:<pid>:<start time>", models_app/deploy.py): one that is gone
+    # left it preparing or loading for good, and a worker starting on that machine ends it.
+    preparing_by = models.CharField(max_length=200, blank=True)
 
     class Meta:
         ordering = ["-created"]
