@@ -153,6 +153,7 @@ class NodeAction(models.Model):
     created = models.DateTimeField(auto_now_add=True)
     started = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    claimed_by = models.CharField(max_length=200, blank=True, help_text="The Celery worker running it.")
 
     class Meta:
         ordering = ["-created"]
@@ -160,13 +161,13 @@ class NodeAction(models.Model):
     def __str__(self) -> str:
         return f"{self.get_kind_display()} on {self.node} ({self.status})"
 
-    def claim(self) -> bool:
-        """Move QUEUED to RUNNING; False when another worker already has it."""
+    def claim(self, worker: str = "") -> bool:
+        """Move QUEUED to RUNNING for `worker` (its Celery hostname); False when another worker already has it."""
         now = timezone.now()
         claimed = NodeAction.objects.filter(pk=self.pk, status=ActionStatus.QUEUED).update(
-            status=ActionStatus.RUNNING, started=now)
+            status=ActionStatus.RUNNING, started=now, claimed_by=worker)
         if claimed:
-            self.status, self.started = ActionStatus.RUNNING, now
+            self.status, self.started, self.claimed_by = ActionStatus.RUNNING, now, worker
         return bool(claimed)
 
     def report(self, message: str = "", **progress) -> None:
@@ -175,18 +176,14 @@ class NodeAction(models.Model):
         self.save(update_fields=["message", "progress"])
         self.announce()
 
-    def finish(self, status: str, error: str = "") -> None:
-        self.status, self.error, self.finished = status, error, timezone.now()
-        self.save(update_fields=["status", "error", "finished"])
-        self.announce()
-
-    def fail_if_running(self, error: str) -> bool:
-        """FAILED with `error` if it is still RUNNING (guarded: an action that ended meanwhile keeps its end)."""
+    def finish(self, status: str, error: str = "", was: str = ActionStatus.RUNNING) -> bool:
+        """End it, if it is still `was` (a guarded update: an end, once written, never changes, so a worker
+        thought dead cannot turn FAILED into SUCCEEDED, and writing the same end twice is harmless).
+        False when it was no longer `was`."""
         now = timezone.now()
-        if not NodeAction.objects.filter(pk=self.pk, status=ActionStatus.RUNNING).update(
-                status=ActionStatus.FAILED, error=error, finished=now):
+        if not NodeAction.objects.filter(pk=self.pk, status=was).update(status=status, error=error, finished=now):
             return False
-        self.status, self.error, self.finished = ActionStatus.FAILED, error, now
+        self.status, self.error, self.finished = status, error, now
         self.announce()
         return True
 

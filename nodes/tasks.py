@@ -7,11 +7,12 @@ was lost is sent again then.
 """
 
 import logging
+import time
 from datetime import timedelta
 
 from celery import shared_task
 from celery.signals import worker_ready
-from django.db import transaction
+from django.db import DatabaseError, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
@@ -22,6 +23,7 @@ from nodes.models import ActionStatus, Node, NodeAction, NodeStatus
 log = logging.getLogger(__name__)
 INTERRUPTED = "Interrupted: the worker stopped while it ran. Run it again."
 RESEND_AFTER_S = 10  # a queued action younger than this may still have its message on the way
+END_TRIES = (0.5, 1, 2, 4)  # seconds before each new try at writing an end (SQLite locked past its timeout)
 
 
 def enqueue(node: Node, kind: str, user: User | None = None) -> NodeAction:
@@ -36,13 +38,13 @@ def send(action: NodeAction) -> None:
     except OperationalError as exc:  # the broker (Redis) is down: say so now rather than wait for a worker
         log.warning("could not send %s to a worker: %s", action, exc)
         action.finish(ActionStatus.FAILED, f"No worker could be asked to run it (the panel's Redis did not "
-                                           f"answer: {exc}). Try again in a moment.")
+                                           f"answer: {exc}). Try again in a moment.", was=ActionStatus.QUEUED)
 
 
 @shared_task(acks_late=True)
 def run_action(action_id: int) -> str:
     action = NodeAction.objects.select_related("node").get(pk=action_id)
-    if not action.claim():
+    if not action.claim(run_action.request.hostname or ""):
         return "taken"
     try:
         error = perform(action)
@@ -50,10 +52,25 @@ def run_action(action_id: int) -> str:
         log.exception("%s failed", action)
         error = f"Unexpected error: {exc}"
     except BaseException:  # the worker is being shut down under the action
-        action.finish(ActionStatus.FAILED, INTERRUPTED)
+        end(action, ActionStatus.FAILED, INTERRUPTED, tries=END_TRIES[:1])
         raise
-    action.finish(ActionStatus.FAILED if error else ActionStatus.SUCCEEDED, error)
+    end(action, ActionStatus.FAILED if error else ActionStatus.SUCCEEDED, error)
     return action.status
+
+
+def end(action: NodeAction, status: str, error: str, tries: tuple[float, ...] = END_TRIES) -> None:
+    """Write the action's end, trying again a few times when the database refuses it (the write is guarded,
+    so a try that did land is never written twice); logged when it still cannot be written."""
+    for pause in (*tries, None):
+        try:
+            action.finish(status, error)
+            return
+        except DatabaseError as exc:
+            if pause is None:
+                log.error("could not record the end of %s (%s: %s): %s", action, status, error, exc)
+                return
+            log.warning("could not record the end of %s yet, trying again in %s s: %s", action, pause, exc)
+            time.sleep(pause)
 
 
 def perform(action: NodeAction) -> str:
@@ -78,18 +95,30 @@ def perform(action: NodeAction) -> str:
 def settle_on_start(sender, **kwargs) -> None:
     """In a worker that runs node actions (not an engine worker): what the last one left behind."""
     if takes_actions(sender.app):
-        settle_left_behind()
+        settle_left_behind(sender.app, sender.hostname)
 
 
 def takes_actions(app) -> bool:
     return app.conf.task_default_queue in app.amqp.queues.consume_from
 
 
-def settle_left_behind() -> None:
-    """Running actions were interrupted (no other worker runs them); queued ones may have lost their message."""
-    for action in NodeAction.objects.filter(status=ActionStatus.RUNNING):
-        if action.fail_if_running(INTERRUPTED):
-            log.warning("%s was interrupted by the worker's stop", action)
+def settle_left_behind(app, me: str) -> None:
+    """Running actions of a worker that is gone were interrupted (this one, just starting, runs none; one
+    that does not answer a ping is dead); queued ones may have lost their message."""
+    running = NodeAction.objects.filter(status=ActionStatus.RUNNING)
+    alive = answering(app, {worker for worker in running.values_list("claimed_by", flat=True)} - {me, ""})
+    for action in running.exclude(claimed_by__in=alive):
+        if action.finish(ActionStatus.FAILED, INTERRUPTED):
+            log.warning("%s was interrupted by the stop of its worker %s", action, action.claimed_by or "(unknown)")
     before = timezone.now() - timedelta(seconds=RESEND_AFTER_S)
     for pk in NodeAction.objects.filter(status=ActionStatus.QUEUED, created__lt=before).values_list("pk", flat=True):
         run_action.delay(pk)  # a message that was not lost after all finds the action taken
+
+
+def answering(app, workers: set[str]) -> set[str]:
+    """Those of `workers` that answer a ping within 1 s (a worker runs actions in pool processes, so its main
+    process answers even while it is busy)."""
+    if not workers:
+        return set()
+    replies = app.control.ping(destination=sorted(workers), timeout=1) or []
+    return {name for reply in replies for name in reply} & workers
