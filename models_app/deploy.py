@@ -9,6 +9,7 @@ import logging
 import os
 import socket
 import time
+from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
@@ -106,7 +107,7 @@ def started_at(pid: int) -> str | None:
     """Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses); None
     when there is no such process."""
     try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     except (FileNotFoundError, ProcessLookupError):
         return None
     return fields[19] if fields[0] != "Z" else None  # fields[0] is field 3; a zombie has stopped

@@ -1,6 +1,7 @@
 """A node action always ends, with the reason: whatever goes wrong after its claim, or when the worker running it
 dies (it is settled when an ordinary Celery worker starts again, and an action whose message was lost is sent
-again then). An engine worker starting settles nothing: the ordinary worker may be running those actions."""
+again then). An engine worker starting settles nothing, nor does an ordinary worker settle the actions of another
+that still answers: those may still be running."""
 
 import socket
 import threading
@@ -83,10 +84,11 @@ def test_it_fails_an_action_whose_handler_crashes_with_the_reason(db, monkeypatc
 
 def test_a_worker_that_starts_settles_what_a_dead_worker_left(transactional_db, hung_port, tmp_path):
     hung = laptop("lab-1", hung_port)
-    worker = start_worker(tmp_path / "first.log")
+    worker = start_worker(tmp_path / "first.log", "--hostname", "first@tests")
     try:
         running = enqueue(hung, ActionKind.PROBE)  # on_commit runs at once: no transaction is open
         wait_until(lambda: status(running) == ActionStatus.RUNNING, 30, "the probe to start")
+        assert running.claimed_by == "first@tests"
         worker.kill()  # as the OOM killer or a power cut would: nothing in it runs again
         worker.wait()
     finally:
@@ -95,7 +97,7 @@ def test_a_worker_that_starts_settles_what_a_dead_worker_left(transactional_db, 
     NodeAction.objects.filter(pk=lost.pk).update(created=timezone.now() - timedelta(minutes=1))  # message lost
     assert status(running) == ActionStatus.RUNNING and status(lost) == ActionStatus.QUEUED
 
-    worker = start_worker(tmp_path / "second.log")
+    worker = start_worker(tmp_path / "second.log", "--hostname", "second@tests")  # the dead one answers no ping
     try:
         assert status(running) == ActionStatus.FAILED and running.error == INTERRUPTED
         wait_until(lambda: status(lost) == ActionStatus.FAILED, 30, "the lost action to run")
@@ -114,3 +116,24 @@ def test_an_engine_worker_that_starts_settles_no_action(transactional_db, hung_p
         assert status(action) == ActionStatus.RUNNING, "the ordinary worker may still be running it"
     finally:
         stop(engine)
+
+
+def test_a_worker_that_starts_leaves_alone_what_another_live_worker_runs(transactional_db, hung_port, tmp_path):
+    first = start_worker(tmp_path / "first.log", "--hostname", "first@tests")
+    second = None
+    try:
+        action = NodeAction.objects.create(node=laptop("lab-1", hung_port), kind=ActionKind.PROBE)
+        # As the first worker's claim leaves it (a real probe would end within its 10 s connect timeout, too
+        # soon for a second worker's start on a busy machine).
+        NodeAction.objects.filter(pk=action.pk).update(status=ActionStatus.RUNNING, started=timezone.now(),
+                                                      claimed_by="first@tests")
+        second = start_worker(tmp_path / "second.log", "--hostname", "second@tests")
+        assert status(action) == ActionStatus.RUNNING, "the first worker answers: it may still be running it"
+    finally:
+        stop(first)
+        if second is not None:
+            stop(second)
+    action.finish(ActionStatus.SUCCEEDED)
+    assert status(action) == ActionStatus.SUCCEEDED, "its own worker ends it"
+    assert not action.finish(ActionStatus.FAILED, INTERRUPTED) and status(action) == ActionStatus.SUCCEEDED, \
+        "an end, once written, stays"
