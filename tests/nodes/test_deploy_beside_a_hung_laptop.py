@@ -8,16 +8,13 @@ import threading
 import time
 from itertools import pairwise
 
-import pytest
-
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import DeploymentStatus
 from nodes import metrics, probe, ssh
-from nodes.models import ActionKind, Node, NodeStatus, RpcServer, ServerStatus
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.conftest import ROOT, child_env, stop, wait_until
 from tests.jobs.cluster import end_engines
-from tests.nodes.laptops import register_all
 from tests.nodes.trouble import frozen_sshd
 
 # Everything before the load is SSH to the two healthy laptops and takes a few seconds; waiting once on the
@@ -26,14 +23,6 @@ SERVERS_UP_WITHIN_S = 10
 READY_WITHIN_S = 120
 SAMPLE_GAP_S = 5  # the collector samples each laptop every second
 WATCH_S = 14  # samples are watched at least this long: longer than one SSH connect timeout
-
-
-@pytest.fixture
-def nodes(lan, transactional_db):
-    made = register_all(lan(3), then=ActionKind.INSTALL_RUNTIME)
-    yield made
-    for node in made:
-        ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
 
 
 def running(server: RpcServer) -> bool:

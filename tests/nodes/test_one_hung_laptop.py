@@ -5,24 +5,13 @@ import subprocess
 import sys
 import time
 
-import pytest
-
 from nodes import metrics, ssh
-from nodes.models import ActionKind, Node, NodeStatus, RpcServer, ServerStatus
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.conftest import ROOT, child_env, stop, wait_until
-from tests.nodes.laptops import register_all
 from tests.nodes.trouble import frozen_sshd
 
 RESTART_WITHIN_S = 10  # README: a dead server is back within 10 s
 WATCH_S = 14  # longer than one SSH connect timeout (10 s), which a hung laptop makes a caller wait
-
-
-@pytest.fixture
-def nodes(lan, transactional_db):
-    made = register_all(lan(3), then=ActionKind.INSTALL_RUNTIME)
-    yield made
-    for node in made:
-        ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
 
 
 def running(server: RpcServer) -> bool:

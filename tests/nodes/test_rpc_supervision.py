@@ -8,19 +8,10 @@ from django.test import Client
 from clusterpanel.models import Role, User
 from jobs import llamacpp
 from nodes import rpc, rpcserver, ssh
-from nodes.models import ActionKind, Connection, RpcServer, ServerStatus
+from nodes.models import Connection, RpcServer, ServerStatus
 from tests.conftest import wait_until
-from tests.nodes.laptops import register_all
 
 RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s
-
-
-@pytest.fixture
-def nodes(lan, transactional_db):
-    made = register_all(lan(3), then=ActionKind.INSTALL_RUNTIME)
-    yield made
-    for node in made:
-        ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
 
 
 def running(server: RpcServer) -> RpcServer | None:

@@ -12,20 +12,11 @@ from pathlib import Path
 import pytest
 
 from nodes import rpcserver, ssh
-from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.models import RpcServer, ServerStatus
 from tests.conftest import ROOT, child_env, stop, wait_until
-from tests.nodes.laptops import register_all
 from tests.nodes.trouble import locked_database
 
 RESTART_WITHIN_S = 10
-
-
-@pytest.fixture
-def nodes(lan, transactional_db):
-    made = register_all(lan(3), then=ActionKind.INSTALL_RUNTIME)
-    yield made
-    for node in made:
-        ssh.sh(node.ssh_target(), 'for f in .clusterpanel/rpc/*/pid; do kill "$(cat "$f")"; done 2>/dev/null; true')
 
 
 @pytest.fixture
