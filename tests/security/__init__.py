@@ -1,0 +1,1 @@
+"""Hostile cases: every feature is held to them (issue 12)."""
