@@ -4,6 +4,7 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
+from clusterpanel.routes import NotARoute
 from models_app.gguf_meta import ModelMetadata
 
 
@@ -16,7 +17,8 @@ class ModelStatus(models.TextChoices):
 class GgufModel(models.Model):
     """A GGUF file on the panel's machine that can be deployed across laptops."""
 
-    name = models.SlugField(max_length=80, unique=True)
+    # A name that is also a page's (/models/plan/) would give the model a page nobody can reach.
+    name = models.SlugField(max_length=80, unique=True, validators=[NotARoute("models")])
     title = models.CharField(max_length=200, blank=True)
     path = models.CharField(max_length=1000, unique=True)
     size = models.BigIntegerField()

@@ -6,9 +6,10 @@ from nodes import ssh
 from nodes.runtime import RuntimeBundle
 from nodes.transfer import Report, push_verified
 
+# Every path is an argument after `--` or an option's value: none can be taken for an option.
 UNPACK = (
-    'rm -rf "$2.new" && mkdir -p "$2.new" && tar xzf "$1" -C "$2.new" --strip-components=1 '
-    '&& rm -rf "$2" && mv "$2.new" "$2" && ln -sfn "$(basename "$2")" "$(dirname "$2")/current"'
+    'rm -rf -- "$2.new" && mkdir -p -- "$2.new" && tar xzf "$1" -C "$2.new" --strip-components=1 '
+    '&& rm -rf -- "$2" && mv -- "$2.new" "$2" && ln -sfn -- "$(basename -- "$2")" "$(dirname -- "$2")/current"'
 )
 # Arguments: the folder, then pairs of (sha256, file); succeeds only if every file matches.
 VERIFY = 'cd "$1" 2>/dev/null || exit 1; shift; while [ $# -gt 1 ]; do echo "$1  $2"; shift 2; done ' \

@@ -1,13 +1,40 @@
+import re
+
+from django.core.exceptions import ValidationError
 from django.core.validators import MaxValueValidator, MinValueValidator, RegexValidator
 from django.db import models
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from clusterpanel.crypto import EncryptedTextField
+from clusterpanel.routes import NotARoute
 from nodes import ssh
 
 HOST_KEY_FORMAT = RegexValidator(r"^(ssh-ed25519|ecdsa-sha2-nistp\d+|ssh-rsa) [A-Za-z0-9+/=]+$",
                                  "Not an SSH public host key.")
+FOLDER_PART = re.compile(r"[A-Za-z0-9_.+@][A-Za-z0-9_.+@-]*")
+
+
+# The laptop's address, login and folder reach command lines (OpenSSH's, the laptop's shell): each is
+# checked here, on the model, so the form, addnode and any API refuse the same values in the same words.
+def validate_host(value: str) -> None:
+    if problem := ssh.host_problem(value):
+        raise ValidationError(problem, code="invalid")
+
+
+def validate_username(value: str) -> None:
+    if problem := ssh.user_problem(value):
+        raise ValidationError(problem, code="invalid")
+
+
+def validate_install_dir(value: str) -> None:
+    """~, a folder under ~/, or an absolute path; no '..', and no part that could pass for an option."""
+    head, _, rest = value.partition("/")
+    parts = [part for part in rest.split("/") if part]
+    rooted = head == "~" or (head == "" and bool(parts))
+    if not rooted or not all(FOLDER_PART.fullmatch(part) and part != ".." for part in parts):
+        raise ValidationError("Use a folder under ~/ or an absolute path, made of letters, digits and '._+@-', "
+                              "without '..' and with no part starting with '-'.", code="invalid")
 
 
 class PanelKey(models.Model):
@@ -42,11 +69,11 @@ class Connection(models.TextChoices):
 class Node(models.Model):
     """A laptop the panel reaches over SSH."""
 
-    name = models.SlugField(max_length=40, unique=True)
-    host = models.CharField(max_length=255)
+    name = models.SlugField(max_length=40, unique=True, validators=[NotARoute("nodes")])
+    host = models.CharField(max_length=255, validators=[validate_host])
     port = models.PositiveIntegerField(default=22, validators=[MinValueValidator(1), MaxValueValidator(65535)])
-    username = models.CharField(max_length=64)
-    install_dir = models.CharField(max_length=255, default="~/.clusterpanel")
+    username = models.CharField(max_length=64, validators=[validate_username])
+    install_dir = models.CharField(max_length=255, default="~/.clusterpanel", validators=[validate_install_dir])
     host_key = models.TextField(validators=[HOST_KEY_FORMAT])
     presented_host_key = models.TextField(blank=True, help_text="A different key the laptop showed, awaiting approval.")
     private_key = EncryptedTextField(blank=True, help_text="Empty: the panel's own key.")

@@ -2,6 +2,7 @@
 
 from django.core.exceptions import ValidationError
 from django.db import transaction
+from django.views.decorators.debug import sensitive_variables
 
 from nodes import ssh
 from nodes.models import ActionKind, Node, PanelKey
@@ -16,6 +17,7 @@ class RegistrationError(Exception):
     pass
 
 
+@sensitive_variables("password", "target")
 def install_panel_key(host: str, port: int, username: str, host_key: str, password: str) -> None:
     """Log in once with a password and add the panel's public key, like ssh-copy-id. The password is not kept."""
     target = ssh.SSHTarget(host, username, host_key, port, password=password)
@@ -42,13 +44,19 @@ def check_login(node: Node) -> None:
         raise RegistrationError(f"Logged in to {node.host}, but `true` failed: {result.stderr.strip()}")
 
 
-def register(node: Node, password: str | None = None, probe: bool = True) -> Node:
-    """Save `node` (host key already confirmed by an admin) once the panel can log in; nothing is saved otherwise."""
+def check_fields(node: Node, exclude: tuple[str, ...] = ()) -> None:
+    """The model's own checks (address, user name, folder, a name no page has), in words, before any connection."""
     try:
-        node.full_clean()
+        node.full_clean(exclude=exclude)
     except ValidationError as exc:
         raise RegistrationError(" ".join(f"{field}: {' '.join(errors)}" for field, errors in
                                          exc.message_dict.items())) from None
+
+
+@sensitive_variables("password")
+def register(node: Node, password: str | None = None, probe: bool = True) -> Node:
+    """Save `node` (host key already confirmed by an admin) once the panel can log in; nothing is saved otherwise."""
+    check_fields(node)
     if password:
         try:
             install_panel_key(node.host, node.port, node.username, node.host_key, password)

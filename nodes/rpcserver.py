@@ -13,13 +13,13 @@ from nodes import ssh
 
 START = """
 dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"
-mkdir -p "$dir" "$cache" || exit 3
+mkdir -p -- "$dir" "$cache" || exit 3
 pid=$(cat "$dir/pid" 2>/dev/null)
 case "$pid" in ''|*[!0-9]*) ;; *) if kill -0 "$pid" 2>/dev/null; then echo "running $pid"; exit 0; fi ;; esac
 [ -x "$bin" ] || { echo "no runtime at $bin" >&2; exit 4; }
 [ -w "$dir" ] || { echo "$dir on the laptop is not writable by $(id -un)" >&2; exit 5; }
-[ -f "$dir/log" ] && mv "$dir/log" "$dir/log.1"
-rm -f "$dir/pid" "$dir/pid.new"
+[ -f "$dir/log" ] && mv -- "$dir/log" "$dir/log.1"
+rm -f -- "$dir/pid" "$dir/pid.new"
 if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCOUNT; fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
@@ -49,7 +49,7 @@ if [ -n "$pid" ] && grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; th
 else
   echo stopped
 fi
-tail -n "$2" "$dir/log" 2>/dev/null
+tail -n "$2" -- "$dir/log" 2>/dev/null
 """
 
 

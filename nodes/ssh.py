@@ -9,6 +9,8 @@ confirm.
 import base64
 import hashlib
 import io
+import ipaddress
+import re
 import shlex
 import socket
 import subprocess
@@ -16,7 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import paramiko
@@ -42,14 +44,43 @@ class HostKeyMismatch(SSHError):
         self.presented = presented
 
 
+# Stricter than OpenSSH's own checks (ssh.c valid_ruser, valid_hostname: no leading '-', no shell
+# metacharacters, no spaces or control characters): what a laptop's login and address really look like.
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
+USER_RULE = "A user name holds only letters, digits, '.', '_', '-' and '@', and starts with a letter, digit or '_'."
+HOST_RULE = ("Enter an IP address or a host name: letters, digits, '-' and '.', "
+             "with no part starting or ending with '-'.")
+
+
+def user_problem(username: str) -> str | None:
+    """Why `username` is no login name for a laptop (it could be read as an option or a command); None if fine."""
+    return None if USER_NAME.fullmatch(username) else USER_RULE
+
+
+def host_problem(host: str) -> str | None:
+    """Why `host` is no address of a laptop; None if fine."""
+    try:
+        ipaddress.ip_address(host)
+        return None
+    except ValueError:
+        pass
+    labels = host.removesuffix(".").split(".")
+    if len(host) > 253 or not all(HOST_LABEL.fullmatch(label) for label in labels):
+        return HOST_RULE
+    return None
+
+
 @dataclass(frozen=True)
 class SSHTarget:
+    """Where and how to log in. The secrets stay out of its repr (DEBUG pages, logs, tracebacks)."""
+
     host: str
     username: str
     host_key: str  # "ssh-ed25519 AAAA..." as in known_hosts, without the host name
     port: int = 22
-    private_key: str | None = None
-    password: str | None = None
+    private_key: str | None = field(default=None, repr=False)
+    password: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
@@ -163,8 +194,10 @@ def forget(target: SSHTarget) -> None:
 
 
 def remote_path(path: str) -> str:
-    """SFTP and quoted commands see no `~`: a path under home becomes relative to it."""
-    return path[2:] if path.startswith("~/") else ("." if path == "~" else path)
+    """SFTP and quoted commands see no `~`: a path under home becomes relative to it.
+    A path that would start with '-' gets a './' so no command can take it for an option."""
+    path = path[2:] if path.startswith("~/") else ("." if path == "~" else path)
+    return f"./{path}" if path.startswith("-") else path
 
 
 def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT) -> Result:
@@ -272,19 +305,16 @@ def forward(target: SSHTarget, remote_port: int, local_port: int, timeout: float
     """
     if not target.private_key:
         raise SSHError("A port forward needs a key; this target only has a password.", permanent=True)
+    problem = user_problem(target.username) or host_problem(target.host)
+    if problem:
+        raise SSHError(f"Refusing to run ssh for this laptop: {problem}", permanent=True)
     with tempfile.TemporaryDirectory(prefix="clusterpanel-ssh-") as folder:
         key, known = Path(folder) / "key", Path(folder) / "known_hosts"
         key.touch(mode=0o600)
         key.write_text(target.private_key if target.private_key.endswith("\n") else target.private_key + "\n")
         name = target.host if target.port == 22 else f"[{target.host}]:{target.port}"
         known.write_text(f"{name} {target.host_key}\n")
-        # A session with a tty, not -N: only then does OpenSSH set TCP_NODELAY, and every
-        # token makes many small round trips (bench/tunnel_vs_direct.py: p99 44 ms -> 0.2 ms).
-        argv = ["ssh", "-tt", "-L", f"127.0.0.1:{local_port}:127.0.0.1:{remote_port}", "-i", str(key),
-                "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
-                "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
-                "-o", f"ConnectTimeout={int(timeout)}", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
-                "-p", str(target.port), f"{target.username}@{target.host}", "exec sleep 2147483647"]
+        argv = forward_argv(target, remote_port, local_port, key, known, timeout)
         process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                    text=True, start_new_session=True)
         if not _wait_listening(local_port, process, timeout + 2):
@@ -292,6 +322,19 @@ def forward(target: SSHTarget, remote_port: int, local_port: int, timeout: float
             error = process.communicate()[1].strip()
             raise SSHError(f"The SSH port forward to {target.host} failed: {error or 'no answer'}")
     return Forward(local_port, process)
+
+
+def forward_argv(target: SSHTarget, remote_port: int, local_port: int, key: Path, known: Path,
+                 timeout: float) -> list[str]:
+    """The `ssh -L` command line. The user and port go as values of -l and -p, and the host comes after
+    `--`, so none of them can be read as an option (`-oProxyCommand=...` would run a command here)."""
+    # A session with a tty, not -N: only then does OpenSSH set TCP_NODELAY, and every
+    # token makes many small round trips (bench/tunnel_vs_direct.py: p99 44 ms -> 0.2 ms).
+    return ["ssh", "-tt", "-L", f"127.0.0.1:{int(local_port)}:127.0.0.1:{int(remote_port)}", "-i", str(key),
+            "-o", f"UserKnownHostsFile={known}", "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+            "-o", "ExitOnForwardFailure=yes", "-o", "ServerAliveInterval=5", "-o", "ServerAliveCountMax=3",
+            "-o", f"ConnectTimeout={int(timeout)}", "-o", "IdentitiesOnly=yes", "-o", "LogLevel=ERROR",
+            "-l", target.username, "-p", str(int(target.port)), "--", target.host, "exec sleep 2147483647"]
 
 
 def _wait_listening(port: int, process: subprocess.Popen, timeout: float) -> bool:

@@ -43,7 +43,7 @@ class Progress:
 
 
 def remote_sha256(target: ssh.SSHTarget, path: str) -> str | None:
-    result = ssh.sh(target, '[ -f "$1" ] && sha256sum "$1" | cut -c1-64', ssh.remote_path(path), timeout=300)
+    result = ssh.sh(target, '[ -f "$1" ] && sha256sum -- "$1" | cut -c1-64', ssh.remote_path(path), timeout=300)
     digest = result.stdout.strip()
     return digest if len(digest) == 64 else None
 
@@ -54,10 +54,10 @@ def push_verified(target: ssh.SSHTarget, local: Path, remote: str, sha256: str, 
         report(f"{local.name} is already on the laptop and intact.")
         return Transferred(True, 0, 0)
     folder = ssh.remote_path(remote).rsplit("/", 1)[0] if "/" in remote else "."
-    ssh.sh(target, 'mkdir -p "$1"', folder)
+    ssh.sh(target, 'mkdir -p -- "$1"', folder)
     pushed = ssh.push(target, local, remote, progress=Progress(report, f"Copying {local.name}"))
     if remote_sha256(target, remote) != sha256:
-        ssh.sh(target, 'rm -f "$1"', ssh.remote_path(remote))
+        ssh.sh(target, 'rm -f -- "$1"', ssh.remote_path(remote))
         raise TransferError(f"{local.name} arrived damaged on the laptop (sha256 differs); it was removed, try again.")
     report(f"{local.name} copied and verified.")
     return Transferred(False, pushed.sent, pushed.resumed_from)

@@ -1,6 +1,7 @@
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
 from django.views.decorators.http import require_POST
 
 from clusterpanel.auth import lab_admin_required
@@ -24,6 +25,7 @@ def node_list(request: HttpRequest) -> HttpResponse:
     return render(request, "nodes/list.html", {"nodes": nodes})
 
 
+@sensitive_post_parameters("password", "private_key")  # kept off DEBUG error pages
 @lab_admin_required
 def node_add(request: HttpRequest) -> HttpResponse:
     if request.method == "POST" and "signed_host_key" in request.POST:
@@ -46,6 +48,7 @@ def confirm_context(form: ConfirmNodeForm, auth: str, host_key: str) -> dict:
             "panel_key": PanelKey.get().public_key}
 
 
+@sensitive_variables("data")
 def confirm_node(request: HttpRequest) -> HttpResponse:
     form = ConfirmNodeForm(request.POST)
     if not form.is_valid():
@@ -102,10 +105,8 @@ def approve_host_key(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-    try:
-        port = int(request.POST.get("port", "50052"))
-    except ValueError:
-        port = 0
+    raw = request.POST.get("port", "50052")
+    port = int(raw) if whole_number(raw) else 0
     if not 1024 <= port <= 65535:
         messages.error(request, "The rpc-server port must be a number from 1024 to 65535.")
         return redirect("nodes:detail", name=name)
@@ -121,17 +122,23 @@ def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
 @lab_admin_required
 def recent_metrics(request: HttpRequest) -> JsonResponse:
     """The last minutes of samples for every laptop (or one: ?node=ID), to draw charts before live data."""
-    try:
-        seconds = max(10, min(int(request.GET.get("seconds", "600")), metrics.WINDOW_S))
-    except ValueError:
-        return JsonResponse({"error": "seconds must be a whole number"}, status=400)
-    nodes = Node.objects.all()
-    if request.GET.get("node", "").isdigit():
-        nodes = nodes.filter(pk=int(request.GET["node"]))
+    seconds, node = request.GET.get("seconds", "600"), request.GET.get("node", "")
+    if not whole_number(seconds):
+        return JsonResponse({"error": "seconds must be a whole number.", "field": "seconds"}, status=400)
+    if node and not whole_number(node):
+        return JsonResponse({"error": "node must be a laptop's id (a whole number).", "field": "node"}, status=400)
+    seconds = max(10, min(int(seconds), metrics.WINDOW_S))
+    nodes = Node.objects.filter(pk=int(node)) if node else Node.objects.all()
     return JsonResponse({"nodes": [
         {"id": node.pk, "name": node.name, "status": node.status, "samples": metrics.recent(node.pk, seconds)}
         for node in nodes
     ]})
+
+
+def whole_number(text: str) -> bool:
+    """ASCII digits only, and few enough for a database id: str.isdigit() also takes "²", which int() refuses,
+    and SQLite refuses an integer past 2**63."""
+    return text.isascii() and text.isdigit() and len(text) <= 18
 
 
 def current_bundle():

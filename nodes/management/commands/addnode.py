@@ -8,7 +8,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from nodes import ssh
 from nodes.models import ActionKind, Node, NodeAction
-from nodes.registration import RegistrationError, register
+from nodes.registration import RegistrationError, check_fields, register
 from nodes.tasks import run_action
 
 
@@ -34,6 +34,10 @@ class Command(BaseCommand):
     def handle(self, name, host, port, user, key_file, password, panel_key, fingerprint, yes, **options):
         self.stdin = options.get("stdin") or sys.stdin
         node = Node(name=name, host=host, port=port, username=user, install_dir=options["install_dir"])
+        try:
+            check_fields(node, exclude=("host_key",))  # a hostile host or user is refused before any connection
+        except RegistrationError as exc:
+            raise CommandError(f"{name} was not registered: {exc}") from None
         if key_file:
             node.private_key = self.read_key(key_file)
         node.host_key = self.confirm_host_key(host, port, fingerprint, yes)
