@@ -2,11 +2,12 @@
 
 from pathlib import Path
 
+from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.utils.text import slugify
 
 from models_app.bundled import BundledModelMissing, bundled_model_path
-from models_app.gguf_meta import GGUFError, read_metadata
+from models_app.gguf_meta import GGUFError, ModelMetadata, read_metadata
 from models_app.models import GgufModel
 
 
@@ -14,17 +15,18 @@ class LibraryError(Exception):
     pass
 
 
-def register_path(path: str | Path, name: str = "", bundled: bool = False, checksum_now: bool = False) -> GgufModel:
+def register_path(path: str | Path, name: str = "", bundled: bool = False, checksum_now: bool = False,
+                  meta: ModelMetadata | None = None) -> GgufModel:
     """Register the GGUF file at `path` (on the panel's machine) and checksum it, in the background
-    unless `checksum_now` (for small files, or before the workers and their broker are up)."""
+    unless `checksum_now` (for small files, or before the workers and their broker are up). `meta` is the
+    file's metadata when the caller has just read it (an upload), so its header is not read twice."""
     resolved = Path(path).expanduser().resolve()
     try:
-        meta = read_metadata(resolved)
+        meta = meta or read_metadata(resolved)
     except GGUFError as exc:
         raise LibraryError(str(exc)) from None
     name = slugify(name or resolved.stem.lower())[:80]
-    if not name:
-        raise LibraryError("Give the model a name made of letters, digits or hyphens.")
+    check_name(name)
     if GgufModel.objects.filter(path=str(resolved)).exists():
         raise LibraryError(f"{resolved} is already in the library.")
     if GgufModel.objects.filter(name=name).exists():
@@ -43,6 +45,17 @@ def register_path(path: str | Path, name: str = "", bundled: bool = False, check
         checksum(model.pk)
         model.refresh_from_db()
     return model
+
+
+def check_name(name: str) -> None:
+    """A model name the panel can use: a slug, and whatever the model's own validators refuse (such as a
+    name that would shadow one of the models pages), said in words."""
+    if not name:
+        raise LibraryError("Give the model a name made of letters, digits or hyphens.")
+    try:
+        GgufModel._meta.get_field("name").run_validators(name)
+    except ValidationError as exc:
+        raise LibraryError(" ".join(exc.messages)) from None
 
 
 def ensure_bundled() -> GgufModel | None:

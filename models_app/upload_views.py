@@ -6,6 +6,7 @@ chunk (409 with the current offset if it does not start there); DELETE uploads/<
 """
 
 import json
+import re
 
 from django.conf import settings
 from django.contrib import messages
@@ -18,6 +19,8 @@ from models_app import uploads
 from models_app.models import Upload
 
 STATUS = {uploads.UploadGone: 404, uploads.WrongOffset: 409, uploads.ChunkRefused: 413}
+BIGGEST = (1 << 63) - 1  # what the database's 64-bit columns hold
+DIGITS = re.compile(r"[+-]?[0-9]{1,19}")
 
 
 @lab_admin_required
@@ -25,9 +28,11 @@ STATUS = {uploads.UploadGone: 404, uploads.WrongOffset: 409, uploads.ChunkRefuse
 def start_upload(request: HttpRequest) -> JsonResponse:
     try:
         fields = json.loads(request.body)
-        name, size, modified = str(fields["name"]), int(fields["size"]), int(fields.get("modified", 0))
+        name, size = str(fields["name"]), whole(fields["size"], 0, BIGGEST)
+        modified = whole(fields.get("modified", 0), -BIGGEST, BIGGEST)
     except (ValueError, KeyError, TypeError):
-        return JsonResponse({"error": "Send JSON with the file's name and size in bytes."}, status=400)
+        return JsonResponse({"error": "Send JSON with the file's name, its size in bytes and its modification "
+                                      "time in milliseconds, as whole numbers."}, status=400)
     try:
         upload, resumed = uploads.start(request.user, name, size, modified, str(fields.get("model_name") or ""))
     except uploads.UploadError as exc:
@@ -53,8 +58,8 @@ def upload(request: HttpRequest, pk) -> JsonResponse:
 
 def append(request: HttpRequest, pk) -> JsonResponse:
     try:
-        offset = int(request.headers["Upload-Offset"])
-        length = int(request.headers["Content-Length"])
+        offset = whole(request.headers["Upload-Offset"], 0, BIGGEST)
+        length = whole(request.headers["Content-Length"], 0, BIGGEST)
     except (KeyError, ValueError):
         return JsonResponse({"error": "Send the chunk with Upload-Offset and Content-Length headers."}, status=400)
     # The body is read in pieces from the request stream, never as request.body: a chunk is megabytes.
@@ -64,6 +69,19 @@ def append(request: HttpRequest, pk) -> JsonResponse:
     messages.success(request, f"{model.name} uploaded and added; its checksum is being computed.")
     return JsonResponse({"offset": offset + length, "model": model.name,
                          "url": reverse("models:detail", args=[model.name])}, status=201)
+
+
+def whole(value, low: int, high: int) -> int:
+    """A whole number from low to high, given as one, as a float with nothing after the point, or in ASCII
+    digits; ValueError otherwise. int() alone raises OverflowError on 1e400, and takes numbers the database
+    cannot hold."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    elif isinstance(value, str) and DIGITS.fullmatch(value.strip()):
+        value = int(value)
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise ValueError(f"not a whole number from {low} to {high}")
+    return value
 
 
 def described(upload: Upload) -> dict:

@@ -22,7 +22,7 @@ from django.utils import timezone
 from django.utils.text import slugify
 
 from models_app.gguf_meta import GGUFError, check_header, read_metadata
-from models_app.library import LibraryError, register_path
+from models_app.library import LibraryError, check_name, register_path
 from models_app.models import GgufModel, Upload
 
 HEADER_BYTES = 8
@@ -80,8 +80,10 @@ def default_model_name(name: str) -> str:
 def free_model_name(wanted: str) -> str:
     """The slug `register_path` would give, refused now if taken rather than after gigabytes arrive."""
     slug = slugify(wanted.lower())[:80]
-    if not slug:
-        raise UploadError("Give the model a name made of letters, digits or hyphens.")
+    try:
+        check_name(slug)
+    except LibraryError as exc:
+        raise UploadError(str(exc)) from None
     if GgufModel.objects.filter(name=slug).exists() or Upload.objects.filter(model_name=slug).exists():
         raise UploadError(f"A model named {slug!r} already exists or is being uploaded; choose another name.")
     return slug
@@ -151,31 +153,34 @@ def check_start(upload: Upload, part: BinaryIO) -> None:
 
 
 def finish(upload: Upload, part: BinaryIO) -> GgufModel:
-    """Validate the whole file, link it into the models folder under its slug, register it."""
+    """Validate the whole file, link it into the models folder under its slug, register it. Whatever happens,
+    the upload's row and part file go, and so does the link unless the model was registered."""
     os.fsync(part.fileno())
+    linked = None
     try:
-        read_metadata(upload.part_path, label=upload.name)
-    except GGUFError as exc:
-        discard(upload)
+        meta = read_metadata(upload.part_path, label=upload.name)
+        linked = link_into_models(upload)
+        model = register_path(linked, upload.model_name, meta=meta)
+        linked = None
+        return model
+    except (GGUFError, LibraryError) as exc:
         raise UploadError(str(exc)) from None
+    finally:
+        if linked is not None:
+            linked.unlink(missing_ok=True)
+        discard(upload)
+
+
+def link_into_models(upload: Upload) -> Path:
     final = Path(settings.MODELS_DIR) / f"{upload.model_name}.gguf"
     final.parent.mkdir(parents=True, exist_ok=True)
     try:
         os.link(upload.part_path, final)  # unlike rename, never replaces a file already there
     except FileExistsError:
-        discard(upload)
         raise UploadError(f"{final} already exists; upload the file again under another name.") from None
     except OSError as exc:
-        discard(upload)
         raise UploadError(f"The panel could not put the file into {final.parent}: {exc.strerror or exc}.") from None
-    try:
-        model = register_path(final, upload.model_name)
-    except LibraryError as exc:
-        final.unlink()
-        discard(upload)
-        raise UploadError(str(exc)) from None
-    discard(upload)
-    return model
+    return final
 
 
 def cancel(upload_id) -> None:
