@@ -8,6 +8,7 @@ with the input file line for line.
 import csv
 import io
 import json
+import re
 from dataclasses import dataclass
 
 from django.db.models import Sum
@@ -17,6 +18,8 @@ from jobs.models import Batch, Job, JobStatus
 
 CSV_FIELDS = ["line", "custom_id", "status", "output", "error", "finish_reason", "prompt_tokens",
               "completion_tokens", "attempts", "queue_wait_s", "time_to_first_token_s", "tokens_per_s", "total_s"]
+FORMULA_STARTS = frozenset("=+-@\t\r＝＋－＠")
+PLAIN_NUMBER = re.compile(r"[+-]?[0-9]+(\.[0-9]+)?")
 NOT_RUN = {
     JobStatus.CANCELLED: ("batch_cancelled", "This request was cancelled before it finished."),
     JobStatus.QUEUED: ("not_finished", "This request was still queued when the file was made."),
@@ -77,12 +80,25 @@ def completion(job: Job, model: str) -> dict:
 
 
 def as_csv(batch: Batch) -> str:
+    """For spreadsheets: every text cell that a spreadsheet would evaluate is neutralised (`inert`), and every
+    cell is quoted, so a value's own quotes and separators stay inside its cell."""
     out = io.StringIO()
-    writer = csv.DictWriter(out, CSV_FIELDS)
+    writer = csv.DictWriter(out, CSV_FIELDS, quoting=csv.QUOTE_ALL)
     writer.writeheader()
     for row in rows(batch):
-        writer.writerow(csv_row(row))
+        writer.writerow({name: inert(value) if isinstance(value, str) else value
+                         for name, value in csv_row(row).items()})
     return out.getvalue()
+
+
+def inert(text: str) -> str:
+    """OWASP's rule against CSV injection: a cell that begins with =, +, -, @, a tab or a carriage return (or a
+    full-width =, +, - or @, which some spreadsheets also take) gets a leading single quote, so the spreadsheet
+    shows it as text instead of running it as a formula. A plain number such as -2 or +1.5 is left as it is: a
+    spreadsheet reads it as that number, nothing else."""
+    if text[:1] in FORMULA_STARTS and not PLAIN_NUMBER.fullmatch(text):
+        return "'" + text
+    return text
 
 
 def csv_row(row: Row) -> dict:
