@@ -178,6 +178,19 @@ UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 << 20)
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 256 << 30)
 UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
 
+# Request bodies: the web server refuses larger ones before reading them (clusterpanel/webserver.py,
+# bodylimits.py). Without a session cookie or an API token, enough to log in; with one, a JSON body or a form
+# (Django applies the same limit), and on their own routes a model upload's chunk and a batch file.
+BODY_MAX_ANONYMOUS_BYTES = env_int("BODY_MAX_ANONYMOUS_BYTES", 64 << 10)
+DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("BODY_MAX_BYTES", 4 << 20)
+# Behind a proxy that terminates TLS (docs/proxy.md): only where the proxy alone reaches the panel's port and
+# sets X-Forwarded-Proto itself, or any client could pass for https. The proxy redirects http to https (a
+# redirect here would also send the healthcheck on 127.0.0.1 there).
+if env_bool("BEHIND_TLS_PROXY", False):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
+    SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 365 * 24 * 3600)
+
 # Where the llama.cpp builds are cached (see scripts/build_llama.py).
 BUILD_CACHE_DIR = Path(
     env_str("CLUSTERPANEL_CACHE", str(Path.home() / ".cache" / "clusterpanel"))

@@ -94,10 +94,11 @@ def web_env() -> dict[str, str]:
 
 @pytest.fixture
 def web_server(transactional_db, collected_static, web_env) -> Iterator[str]:
-    """The panel's real ASGI server (daphne) on a free port, on the test database."""
+    """The panel's real web server (daphne, with its body limits) on a free port, on the test database."""
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "clusterpanel.asgi:application"],
+        [sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+         "clusterpanel.asgi:application"],
         cwd=ROOT, env={**child_env(), **web_env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
     try:

@@ -1,0 +1,115 @@
+"""The panel's web server: daphne, refusing a request body by its size before reading it.
+
+Under daphne no limit inside Django comes in time: Twisted's Request receives the whole body (into a
+temporary file past 100 kB) before daphne calls the application, daphne then puts all of it on the
+application's queue at once, and Django's ASGIHandler reads that queue to the end before any middleware or
+view runs. An anonymous 200 MiB POST to /v1/chat/completions was read whole before its 401, and the process
+kept the 205 MiB. So the size is checked here, where Twisted has the headers but none of the body
+(`gotLength`), and as a chunked body arrives (`handleContentChunk`): over the limit, the caller gets a 413 and
+the connection is closed without reading the rest.
+
+Run it as daphne: `python -m clusterpanel.webserver -b 127.0.0.1 -p 8000 clusterpanel.asgi:application`.
+"""
+
+from urllib.parse import unquote, urlsplit
+
+from daphne.cli import CommandLineInterface
+from daphne.http_protocol import HTTPFactory, WebRequest
+from daphne.server import Server
+from django.conf import settings
+from django.urls import Resolver404, resolve
+
+from clusterpanel import bodylimits
+
+
+class LimitedRequest(WebRequest):
+    """daphne's request, which answers 413 instead of receiving a body over the caller's limit."""
+
+    refused = False
+    received = 0
+
+    def gotLength(self, length: int | None) -> None:
+        # The channel has parsed the request line and every header, and keeps the path for itself until the
+        # body is in (Request.path is set only then).
+        path = self.channel._path
+        self.limit = bodylimits.limit_for(self.credentials_presented(), lambda: route_name(path)) if length != 0 else 0
+        if length is not None and length > self.limit:
+            super().gotLength(0)
+            self.refuse(length)
+        else:
+            super().gotLength(length)
+
+    def handleContentChunk(self, data: bytes) -> None:
+        if self.refused:
+            return  # bytes that arrived with the headers, before the connection closed
+        self.received += len(data)
+        if self.received > self.limit:  # a chunked body, which announced no length
+            self.refuse(None)
+            return
+        super().handleContentChunk(data)
+
+    def process(self):
+        if not self.refused:
+            return super().process()
+
+    def credentials_presented(self) -> bool:
+        """A session cookie or a bearer token, valid or not: checking them needs the database."""
+        if settings.SESSION_COOKIE_NAME.encode() in self.received_cookies:
+            return True
+        authorization = self.requestHeaders.getRawHeaders(b"Authorization") or [b""]
+        return authorization[0][:7].lower() == b"bearer " and bool(authorization[0][7:].strip())
+
+    def refuse(self, length: int | None) -> None:
+        self.refused = True
+        self.requestHeaders.removeHeader(b"Expect")  # no "100 Continue" after the answer
+        path = self.channel._path
+        self.channel.transport.write(bodylimits.refusal(path, self.limit, length, self.credentials_presented()))
+        self.channel.loseConnection()  # stops reading: the rest of the body is never received
+        self.server.log_action("http", "complete", {
+            "path": path.decode("ascii", "replace"), "status": 413, "method": self.method_sent(),
+            "client": f"{self.client.host}:{self.client.port}" if hasattr(self.client, "host") else None,
+            "time_taken": 0, "size": 0})
+
+    def method_sent(self) -> str:
+        return self.channel._command.decode("ascii", "replace")
+
+
+def route_name(path: bytes) -> str | None:
+    """The URL name of the view a request path goes to ("models:upload"), None when none does."""
+    try:
+        return resolve(unquote(urlsplit(path.decode("ascii", "replace")).path)).view_name
+    except Resolver404:
+        return None
+
+
+class LimitedHTTPFactory(HTTPFactory):
+    def buildProtocol(self, addr):
+        protocol = super().buildProtocol(addr)
+        protocol.requestFactory = LimitedRequest
+        return protocol
+
+
+class PanelServer(Server):
+    """daphne's server, its connections making LimitedRequests.
+
+    daphne has no option for the request class. Server.run() makes its factory as
+    `self.http_factory = HTTPFactory(self)` and listens with `self.http_factory`: this property puts ours there.
+    """
+
+    @property
+    def http_factory(self) -> HTTPFactory:
+        return self._http_factory
+
+    @http_factory.setter
+    def http_factory(self, daphnes: HTTPFactory) -> None:
+        self._http_factory = LimitedHTTPFactory(self)
+
+
+class PanelCommandLine(CommandLineInterface):
+    """daphne's own command line (every option of `daphne`), running a PanelServer."""
+
+    server_class = PanelServer
+
+
+if __name__ == "__main__":
+    PanelCommandLine.entrypoint()
