@@ -1,9 +1,11 @@
 """Settings, all from the environment; defaults run on a laptop with nothing set."""
 
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from channels_redis.core import RedisChannelLayer
+from csp.constants import NONE, SELF
 
 from clusterpanel.env import env_bool, env_int, env_list, env_secret, env_str
 
@@ -26,6 +28,8 @@ INSTALLED_APPS = [
     "whitenoise.runserver_nostatic",
     "django.contrib.staticfiles",
     "channels",
+    "csp",
+    "axes",
     "clusterpanel",
     "nodes",
     "models_app",
@@ -34,6 +38,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -42,6 +47,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its page
 ]
 
 ROOT_URLCONF = "clusterpanel.urls"
@@ -86,6 +92,41 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
 ]
 SESSION_COOKIE_HTTPONLY = True
+
+# Login throttling (django-axes): after AXES_FAILURE_LIMIT wrong passwords for one user name from one address,
+# that pair is refused for LOGIN_COOLOFF_MINUTES. The pair, not the address alone (a lab behind one NAT) nor
+# the name alone (anyone could lock the admin out). Axes reads REMOTE_ADDR only: X-Forwarded-For is not
+# trusted, so a client cannot make up a new address per guess (see README, "Behind a proxy").
+# API tokens are not throttled: 256 random bits cannot be guessed (clusterpanel/models.py ApiToken).
+AUTHENTICATION_BACKENDS = ["clusterpanel.auth.LoginThrottle", "django.contrib.auth.backends.ModelBackend"]
+AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
+AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+AXES_VERBOSE = False
+
+# Content-Security-Policy (django-csp): the panel's own scripts, styles, images and sockets, nothing else; no
+# inline script or style, so text that slips into a page as markup can neither run nor fetch. plotly.js
+# (vendor/plotly.min.js) adds two <style> elements, allowed by their hashes: an empty one it fills through the
+# CSSOM (insertRule, which CSP does not govern), and MapLibre's fixed stylesheet. Any other <style> is refused;
+# a plotly.js whose stylesheet changed shows as a violation in every browser test (tests/browser.py).
+PLOTLY_STYLE_HASHES = ["'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",  # "" (empty)
+                       "'sha256-ji27qzEtxXZW+7dun6UwjHXJ18e6WAin1VvNtkzIE/o='"]  # .maplibregl-map{…} (83 KB)
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": [SELF],
+        "script-src": [SELF],
+        "style-src": [SELF, *PLOTLY_STYLE_HASHES],
+        "img-src": [SELF, "data:"],
+        "connect-src": [SELF],  # same-origin ws: and wss: too (CSP level 3)
+        "font-src": [SELF],
+        "object-src": [NONE],
+        "base-uri": [SELF],
+        "form-action": [SELF],
+        "frame-ancestors": [NONE],
+    }
+}
 
 LANGUAGE_CODE = "en-us"
 TIME_ZONE = env_str("TIME_ZONE", "UTC")

@@ -17,7 +17,8 @@ from models_app.models import Deployment, DeploymentStatus
 
 MAX_MESSAGE_CHARS = 32_000
 # Raw HTML off: model output is text, and Markdown is only ever rendered into escaped, link-checked HTML.
-MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table")
+# Images off: the browser would fetch whatever URL the model wrote (`![x](http://…)` stays a plain link).
+MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").disable("image")
 
 
 class ChatError(ValueError):

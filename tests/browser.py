@@ -1,4 +1,8 @@
-"""A real headless Chromium (Debian's), driven by Playwright; no browser download."""
+"""A real headless Chromium (Debian's), driven by Playwright; no browser download.
+
+Every page opened here is held to the panel's Content-Security-Policy: a test whose pages broke it fails
+when its browser closes, naming each violation (a test that failed already keeps its own error).
+"""
 
 import os
 import shutil
@@ -28,11 +32,14 @@ def browser_page() -> Iterator:
     with sync_playwright() as playwright:
         context = playwright.chromium.launch_persistent_context(
             profile, executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        page = context.new_page()
+        page.watch = Watch(context)
         try:
-            yield context.new_page()
+            yield page
         finally:
             context.close()
             shutil.rmtree(profile, ignore_errors=True)
+        page.watch.check()
 
 
 @contextmanager
@@ -44,11 +51,61 @@ def browser() -> Iterator:
     if executable is None:
         pytest.fail("Chromium is not installed; `make test` installs it (apt-get install chromium).")
     with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS)
+        chromium = WatchedBrowser(
+            playwright.chromium.launch(executable_path=executable, headless=True, args=CHROMIUM_ARGS))
         try:
             yield chromium
         finally:
             chromium.close()
+        chromium.check()
+
+
+class WatchedBrowser:
+    """A Playwright browser whose `new_page()` pages are each watched (see Watch)."""
+
+    def __init__(self, chromium) -> None:
+        self.chromium, self.watches = chromium, []
+
+    def new_page(self):
+        context = self.chromium.new_context()
+        page = context.new_page()
+        page.watch = Watch(context)
+        self.watches.append(page.watch)
+        return page
+
+    def close(self) -> None:
+        self.chromium.close()
+
+    def check(self) -> None:
+        for watch in self.watches:
+            watch.check()
+
+
+# Added to every document before its own scripts, outside the page's CSP (Playwright injects it).
+REPORT_VIOLATIONS = """
+document.addEventListener("securitypolicyviolation", (event) => window.cspViolation(
+  `${location.pathname}: ${event.effectiveDirective} refused ${event.blockedURI || "inline"}` +
+  ` (${event.sourceFile || "the page"}:${event.lineNumber}) ${event.sample || ""}`));
+"""
+
+
+class Watch:
+    """What a browser context's pages reported: CSP violations, console errors and uncaught script errors."""
+
+    def __init__(self, context) -> None:
+        self.violations: list[str] = []
+        self.errors: list[str] = []
+        context.expose_binding("cspViolation", lambda source, text: self.violations.append(text))
+        context.add_init_script(REPORT_VIOLATIONS)
+        context.on("console", lambda message: message.type == "error" and self.errors.append(
+            f"{message.location.get('url', '')}: {message.text}"))
+        context.on("weberror", lambda error: self.errors.append(f"uncaught: {error.error}"))
+
+    def check(self) -> None:
+        """Fails the test on any CSP violation (console errors are for tests that ask for them)."""
+        if self.violations:
+            pytest.fail("The pages broke the Content-Security-Policy:\n" + "\n".join(self.violations),
+                        pytrace=False)
 
 
 def log_in(page, base_url: str, username: str, password: str) -> None:
