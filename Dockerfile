@@ -33,4 +33,5 @@ RUN DATA_DIR=/tmp/build SECRET_KEY=build-only python manage.py collectstatic --n
  && rm -rf /tmp/build
 
 EXPOSE 8000
-CMD ["python", "-m", "daphne", "-b", "0.0.0.0", "-p", "8000", "clusterpanel.asgi:application"]
+# daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py)
+CMD ["python", "-m", "clusterpanel.webserver", "-b", "0.0.0.0", "-p", "8000", "clusterpanel.asgi:application"]

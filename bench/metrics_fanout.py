@@ -79,7 +79,7 @@ def main() -> None:
             Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
                                 host_key=laptop.host_key, private_key=key)
         env = {**os.environ}
-        web = subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", "8765",
+        web = subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", "8765",
                                 "clusterpanel.asgi:application"], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         collector = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=env,

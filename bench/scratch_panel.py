@@ -101,7 +101,7 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         port, env = free_port(), {**os.environ}
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
         processes = [
-            subprocess.Popen([sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port),
+            subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
                               "clusterpanel.asgi:application"], **quiet),
             subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
                               "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),

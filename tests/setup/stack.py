@@ -5,9 +5,10 @@ instead: each service's `command` and `environment` exactly as the file writes t
 resolved, `${VAR:-default}` filled in as compose does), in the order its `depends_on` conditions give. Only
 what a container has and this machine has elsewhere is replaced: the hosts `redis` and `postgres` (by servers
 the test started), the volumes' mount points (by folders), the published port (by a free one) and the image
-(by this checkout and its virtualenv). Compose puts the panel's processes in one network, held by a service
-that runs nothing (`network_mode: service:network`), as one machine's loopback does here: that service is
-the network alone, so no process stands for it.
+(by this checkout and its virtualenv). The nginx in front of web (the `proxy` service) is this machine's
+nginx, running the site file the service mounts, its ports replaced likewise. Compose puts the panel's
+processes in one network, held by a service that runs nothing (`network_mode: service:network`), as one
+machine's loopback does here: that service is the network alone, so no process stands for it.
 """
 
 import os
@@ -22,6 +23,7 @@ from pathlib import Path
 import yaml
 
 from clusterpanel.redis_server import any_free_port
+from tests import nginx
 
 ROOT = Path(__file__).resolve().parents[2]
 COMPOSE = ROOT / "docker-compose.yml"
@@ -49,6 +51,12 @@ def interpolate(text: str, variables: dict[str, str]) -> str:
 def panel_services(compose: dict) -> dict[str, dict]:
     """The services built from this repository (the others are Redis and PostgreSQL)."""
     return {name: spec for name, spec in compose["services"].items() if "build" in spec}
+
+
+def proxies(compose: dict) -> dict[str, dict]:
+    """The nginx services (the panel's proxy): run here by this machine's nginx."""
+    return {name: spec for name, spec in compose["services"].items()
+            if str(spec.get("image", "")).startswith("nginx:")}
 
 
 def network_owner(name: str, spec: dict) -> str:
@@ -91,15 +99,17 @@ class Stack:
 
     def __init__(self, folder: Path, variables: dict[str, str], hosts: dict[str, str]) -> None:
         self.compose, self.folder, self.variables, self.hosts = load(), folder, variables, hosts
-        self.services = process_services(self.compose)
+        self.services = {**process_services(self.compose), **proxies(self.compose)}
         self.ports = self.published_by_network()
         self.processes: dict[str, subprocess.Popen] = {}
         (folder / "logs").mkdir(parents=True, exist_ok=True)
 
     @staticmethod
     def published(spec: dict) -> dict[str, str]:
-        """Container port → a free port of this machine, for each `ports:` entry."""
-        return {str(entry).rsplit(":", 1)[-1]: str(any_free_port()) for entry in spec.get("ports", [])}
+        """Container port → a free port of this machine, for each `ports:` and `expose:` entry: here every
+        service shares one loopback, so even a port only exposed inside the network needs one of its own."""
+        entries = [*spec.get("ports", []), *spec.get("expose", [])]
+        return {str(entry).rsplit(":", 1)[-1]: str(any_free_port()) for entry in entries}
 
     def published_by_network(self) -> dict[str, dict[str, str]]:
         """Each service's published ports: its network's (a port published by the network's holder is the
@@ -140,7 +150,21 @@ class Stack:
     def command(self, name: str) -> list[str]:
         """The service's command as written, the container's ports replaced by the ones published for it."""
         ports = self.ports[name]
-        return [ports.get(part, part) for part in argv(self.services[name]["command"])]
+        written = [ports.get(part, part) for part in argv(self.services[name]["command"])]
+        if name in proxies(self.compose):
+            return nginx.command(self.folder / name, self.site(name), written[1:])
+        return written
+
+    def site(self, name: str) -> str:
+        """The nginx site files the service mounts into conf.d/, listening on and passing to this machine's
+        ports for the container's (on 127.0.0.1 alone)."""
+        ports = self.ports[name]
+        texts = [(ROOT / source).read_text() for source, target, *_ in
+                 (str(volume).split(":") for volume in self.services[name].get("volumes", []))
+                 if target.startswith("/etc/nginx/conf.d/")]
+        text = "\n".join(texts)
+        text = re.sub(r"(?<=127\.0\.0\.1:)(\d+)", lambda m: ports.get(m[1], m[1]), text)
+        return re.sub(r"(?m)^(\s*listen\s+)(\d+)", lambda m: f"{m[1]}127.0.0.1:{ports.get(m[2], m[2])}", text)
 
     def start(self, name: str) -> subprocess.Popen:
         log = open(self.folder / "logs" / f"{name}.log", "w")

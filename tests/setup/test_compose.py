@@ -13,14 +13,16 @@ import sys
 
 import pytest
 import requests
+from websockets.sync.client import connect
 
+from clusterpanel import bodylimits
 from clusterpanel.management.commands.runpanel import Command as RunPanel
 from clusterpanel.redis_server import RedisServer
 from nodes import ssh
-from tests.conftest import wait_until
+from tests.conftest import ROOT, wait_until
 from tests.nodes.laptops import target
 from tests.setup.postgres import Postgres
-from tests.setup.stack import Stack, argv, dependencies, load, network_holders, network_owner, process_services
+from tests.setup.stack import Stack, argv, dependencies, load, network_holders, network_owner, process_services, proxies
 
 ADMIN_PASSWORD = "compose-stack-test-password"
 QUESTION = "Name three colours."
@@ -64,7 +66,25 @@ def test_it_keeps_the_panel_network_in_a_service_that_runs_nothing():
         long_running, holder), "every long-running panel service shares the holder's network"
     held = compose["services"][holder]
     assert argv(held["command"])[0] == "sleep" and held.get("init") is True, "it runs nothing that can fail"
-    assert "8000" in [str(entry).rsplit(":", 1)[-1] for entry in held.get("ports", [])], "it publishes web's port"
+    published = [str(entry).rsplit(":", 1)[-1] for entry in held.get("ports", [])]
+    assert published == ["8080"], "it publishes the proxy's port, and not web's (8000)"
+
+
+def test_it_puts_nginx_with_the_panels_largest_body_in_front_of_web():
+    """Every request reaches web through nginx, which refuses bodies larger than any the panel takes."""
+    compose = load()
+    [(name, proxy)] = proxies(compose).items()
+    assert network_owner(name, proxy) in network_holders(compose), "the proxy listens in the panel's network"
+    web = argv(compose["services"]["web"]["command"])
+    assert web[web.index("-b") + 1] == "127.0.0.1", "web listens where only the panel's network reaches it"
+    site = (ROOT / "deploy" / "nginx.conf").read_text()
+    allowed = nginx_size(re.search(r"client_max_body_size (\w+);", site).group(1))
+    assert bodylimits.largest() <= allowed < bodylimits.largest() + (1 << 20)
+
+
+def nginx_size(text: str) -> int:
+    units = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+    return int(text[:-1]) * units[text[-1].lower()] if text[-1].lower() in units else int(text)
 
 
 @pytest.fixture
@@ -143,10 +163,22 @@ def rpc_servers_left(lan) -> list[str]:
             if ssh.run(target(lan, laptop), ["pgrep", "-u", laptop.user, "-f", "ggml-rpc-server"]).exit_status == 0]
 
 
+def test_it_refuses_an_oversize_body_at_the_proxy_and_passes_the_rest_on(stack):
+    web = stack.url("proxy", "8080")
+    session = logged_in(web)
+    huge = requests.post(f"{web}/jobs/batches/", timeout=30, data=b"x" * (bodylimits.largest() + (2 << 20)),
+                         headers={"X-CSRFToken": session.cookies["csrftoken"]}, cookies=session.cookies)
+    assert huge.status_code == 413 and "nginx" in huge.text, huge.text[:300]
+    with connect(f"{web.replace('http', 'ws')}/ws/dashboard/", open_timeout=30, origin=web,
+                 additional_headers={"Cookie": f"sessionid={session.cookies['sessionid']}"}) as socket:
+        assert socket.ping().wait(10), "a WebSocket through the proxy answers"
+    assert not stack.exited(), {name: stack.log(name) for name in stack.exited()}
+
+
 def test_it_deploys_the_bundled_model_over_laptops_and_answers_a_chat(lan, stack):
     laptops = lan(3)
     add_laptops(stack, laptops)
-    web = stack.url("web", "8000")
+    web = stack.url("proxy", "8080")  # as a browser would: through nginx
     session = logged_in(web)
     pk = deploy_bundled(session, web)
     settled = wait_until(lambda: deployment(session, web, pk)["status"] in ("ready", "failed", "stopped"), 600,

@@ -68,7 +68,9 @@ class Command(BaseCommand):
             processes["redis"] = shlex.join(redis_command(redis_port, settings.DATA_DIR))
         else:
             self.check_redis(redis_url)
-        processes["web"] = f"{python} -m daphne -b {shlex.quote(host)} -p {port} clusterpanel.asgi:application"
+        # daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py)
+        processes["web"] = (f"{python} -m clusterpanel.webserver -b {shlex.quote(host)} -p {port} "
+                            "clusterpanel.asgi:application")
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
         processes["supervisor"] = f"{python} manage.py supervise"
         processes["metrics"] = f"{python} manage.py metrics"
