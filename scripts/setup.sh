@@ -27,7 +27,7 @@ declare -A PROVIDES=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
   [unshare]=util-linux
 )
-declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql)
+declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl)
 
 missing_packages() {
   local -n table=$1
@@ -35,6 +35,8 @@ missing_packages() {
   for cmd in "${!table[@]}"; do
     if [[ "$cmd" == sshd ]]; then
       [[ -x /usr/sbin/sshd ]] || echo "${table[$cmd]}"
+    elif [[ "$cmd" == nginx ]]; then
+      [[ -x /usr/sbin/nginx ]] || command -v nginx >/dev/null 2>&1 || echo "${table[$cmd]}"
     elif [[ "$cmd" == initdb ]]; then
       # Debian keeps PostgreSQL's programs off PATH, in /usr/lib/postgresql/<version>/bin.
       compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || command -v initdb >/dev/null 2>&1 \
