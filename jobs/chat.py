@@ -63,6 +63,39 @@ def history(conversation: Conversation) -> list[dict]:
     return messages
 
 
+def ready_deployment(value) -> Deployment:
+    """The ready deployment the page chose: its id, as a number or the select's string."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        value = int(value)
+    found = None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        found = ready_deployments().filter(pk=value).first()
+    if found is None:
+        raise ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
+    return found
+
+
+def typed_text(value, what: str) -> str:
+    """Text the page sent, refused in words if it is not a string or not Unicode (a lone surrogate, which JSON
+    can carry, cannot be stored or read by the model)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ChatError(f"The {what} must be text.")
+    if not valid_unicode(value):
+        raise ChatError(f"The {what} holds a broken character (a lone UTF-16 surrogate); remove it and send again.")
+    return value
+
+
+def set_system_prompt(conversation: Conversation, value) -> None:
+    system = typed_text(value, "system prompt")
+    if len(system) > MAX_MESSAGE_CHARS:
+        raise ChatError(f"The system prompt is {len(system)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
+    if system != conversation.system_prompt:
+        conversation.system_prompt = system
+        conversation.save(update_fields=["system_prompt"])
+
+
 def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment) -> Job:
     text = text.strip()
     if not text:

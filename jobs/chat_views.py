@@ -50,21 +50,22 @@ def send(request: HttpRequest, pk: int) -> JsonResponse:
         body = json.loads(request.body or b"{}")
         if not isinstance(body, dict):
             raise ValueError
-    except ValueError:
-        return JsonResponse({"error": "The request was not the JSON the page sends; reload the page."}, status=400)
+    except (ValueError, RecursionError):
+        return refused("The request was not the JSON the page sends; reload the page.")
     try:
         params = validate(body.get("params") if isinstance(body.get("params"), dict) else {})
-        deployment = chat.ready_deployments().filter(pk=body.get("deployment") or 0).first()
-        if deployment is None:
-            raise chat.ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
-        system = str(body.get("system_prompt") or "")[:chat.MAX_MESSAGE_CHARS]
-        if system != conversation.system_prompt:
-            conversation.system_prompt = system
-            conversation.save(update_fields=["system_prompt"])
-        job = chat.ask(conversation, str(body.get("text") or ""), params, deployment)
-    except (ParamError, chat.ChatError) as exc:
-        return JsonResponse({"error": str(exc)}, status=400)
+        deployment = chat.ready_deployment(body.get("deployment"))
+        chat.set_system_prompt(conversation, body.get("system_prompt"))
+        job = chat.ask(conversation, chat.typed_text(body.get("text"), "message"), params, deployment)
+    except ParamError as exc:
+        return refused(str(exc), exc.param)
+    except chat.ChatError as exc:
+        return refused(str(exc))
     return JsonResponse({"job": job.pk, "position": queueing.position(job), "title": conversation.title})
+
+
+def refused(message: str, field: str | None = None) -> JsonResponse:
+    return JsonResponse({"error": message, "field": field}, status=400)
 
 
 def own_job(request: HttpRequest, pk: int) -> Job:

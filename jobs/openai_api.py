@@ -63,7 +63,7 @@ def typed(body: dict, name: str) -> None:
     if isinstance(value, bool) or not isinstance(value, int if whole else (int, float)):
         raise InputError(f"{name} must be {'a whole number' if whole else 'a number'}, not {json.dumps(value)}.",
                          name)
-    if not whole and not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):  # an int is finite; isfinite(10**400) overflows
         raise InputError(f"{name} must be a finite number.", name)
 
 

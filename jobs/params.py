@@ -42,13 +42,21 @@ def number(name: str, value, kind: type, low, high):
     if isinstance(value, bool) or value is None or value == "":
         raise ParamError(f"{name} must be a number between {low} and {high}.", name)
     try:
+        if isinstance(value, str) and not value.isascii():
+            raise ValueError  # int() and float() read "٣" and "１" as digits; a person meant no number there
         parsed = kind(value) if kind is float else int(str(value).strip())
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # float() of a 400-digit integer overflows
         raise ParamError(f"{name} must be {'a whole number' if kind is int else 'a number'} "
-                         f"between {low} and {high}, not {value!r}.", name) from None
+                         f"between {low} and {high}, not {shown(value)}.", name) from None
     if parsed != parsed or not low <= parsed <= high:  # NaN compares unequal to itself
-        raise ParamError(f"{name} must be between {low} and {high}, not {value!r}.", name)
+        raise ParamError(f"{name} must be between {low} and {high}, not {shown(value)}.", name)
     return parsed
+
+
+def shown(value) -> str:
+    """The refused value as the message quotes it: short, whatever was sent."""
+    text = repr(value)
+    return text if len(text) <= 40 else f"{text[:37]}..."
 
 
 def stops(value) -> list[str]:
@@ -60,7 +68,17 @@ def stops(value) -> list[str]:
     if len(items) > MAX_STOPS or any(not item or len(item) > MAX_STOP_CHARS for item in items):
         raise ParamError(f"stop takes up to {MAX_STOPS} non-empty strings of at most {MAX_STOP_CHARS} characters.",
                          "stop")
+    if not all(item.isascii() or unicode_text(item) for item in items):
+        raise ParamError("stop contains a lone UTF-16 surrogate (such as \\ud800), which is not text.", "stop")
     return items
+
+
+def unicode_text(value: str) -> bool:
+    try:
+        value.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
