@@ -225,9 +225,11 @@ UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
 BODY_MAX_ANONYMOUS_BYTES = env_int("BODY_MAX_ANONYMOUS_BYTES", 64 << 10)
 DATA_UPLOAD_MAX_MEMORY_SIZE = env_int("BODY_MAX_BYTES", 4 << 20)
 # Behind a proxy that terminates TLS (docs/proxy.md): only where the proxy alone reaches the panel's port and
-# sets X-Forwarded-Proto itself, or any client could pass for https. The proxy redirects http to https (a
-# redirect here would also send the healthcheck on 127.0.0.1 there).
-if env_bool("BEHIND_TLS_PROXY", False):
+# sets X-Forwarded-Proto and X-Forwarded-For itself, or any client could pass for https or for another address
+# (`make run` then has daphne take them). The proxy redirects http to https (a redirect here would also send
+# the healthcheck on 127.0.0.1 there).
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)
+if BEHIND_TLS_PROXY:
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 365 * 24 * 3600)

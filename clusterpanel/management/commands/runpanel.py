@@ -68,8 +68,10 @@ class Command(BaseCommand):
             processes["redis"] = shlex.join(redis_command(redis_port, settings.DATA_DIR))
         else:
             self.check_redis(redis_url)
-        # daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py)
-        processes["web"] = (f"{python} -m clusterpanel.webserver -b {shlex.quote(host)} -p {port} "
+        # daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py);
+        # behind a proxy, taking the client's address and scheme from the headers the proxy sets.
+        proxied = "--proxy-headers " if settings.BEHIND_TLS_PROXY else ""
+        processes["web"] = (f"{python} -m clusterpanel.webserver -b {shlex.quote(host)} -p {port} {proxied}"
                             "clusterpanel.asgi:application")
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
         processes["supervisor"] = f"{python} manage.py supervise"
