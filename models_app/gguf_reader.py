@@ -81,7 +81,7 @@ def read_header(path: Path, label: str, keys: list[str]) -> Header:
         raise GGUFError(f"{label} took more than {TIME_LIMIT} s to read, so the panel gave up on it.") from None
     seconds = time.monotonic() - started
     answer = parsed(done, label)
-    log.info("read the GGUF header of %s in %.2f s, peak %.1f MiB", label, seconds, answer["peak_kb"] / 1024)
+    log.debug("read the GGUF header of %s in %.2f s, peak %.1f MiB", label, seconds, answer["peak_kb"] / 1024)
     if "refused" in answer:
         raise GGUFError(answer["refused"].replace("{label}", label))
     return Header(values=answer["values"], data_offset=answer["data_offset"],
@@ -277,8 +277,15 @@ def child(argv: list[str]) -> None:
                              f"a header; the file is damaged."}
     except OSError as exc:
         answer = {"refused": f"The panel could not read {{label}}: {exc.strerror or exc}."}
-    answer["peak_kb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    answer["peak_kb"] = peak_kb()
     sys.stdout.write(json.dumps(answer))
+
+
+def peak_kb() -> int:
+    """This process's peak memory. Not getrusage's ru_maxrss: that survives exec, so a child started from a
+    big process (vfork, as subprocess does) would report its parent's peak as its own."""
+    with open("/proc/self/status") as status:
+        return next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
 
 
 if __name__ == "__main__":

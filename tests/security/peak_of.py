@@ -1,0 +1,27 @@
+"""Run a Python script as `__main__`, then write the peak memory of it and its children to $PEAK_FILE.
+
+`python peak_of.py manage.py addmodel f.gguf`: its own peak from VmHWM (getrusage's ru_maxrss would carry
+the peak of the test process that started it), its children's from getrusage (they were started by this
+small process, so theirs carry at most its peak).
+"""
+
+import atexit
+import os
+import resource
+import runpy
+import sys
+from pathlib import Path
+
+
+def write_peak() -> None:
+    status = Path("/proc/self/status").read_text().splitlines()
+    own = next(int(line.split()[1]) for line in status if line.startswith("VmHWM:"))
+    children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    Path(os.environ["PEAK_FILE"]).write_text(str(max(own, children) * 1024))
+
+
+if __name__ == "__main__":
+    atexit.register(write_peak)
+    sys.argv = sys.argv[1:]
+    sys.path.insert(0, str(Path(sys.argv[0]).resolve().parent))
+    runpy.run_path(sys.argv[0], run_name="__main__")
