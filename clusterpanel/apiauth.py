@@ -9,6 +9,7 @@ form would.
 from django.contrib.auth.models import AnonymousUser
 from django.http import HttpRequest
 from django.middleware.csrf import CsrfViewMiddleware
+from django.views.decorators.debug import sensitive_variables
 
 from clusterpanel.models import ApiToken, User
 
@@ -21,6 +22,7 @@ class Forbidden(Unauthorized):
     status = 403
 
 
+@sensitive_variables("header", "key")  # an error report (DEBUG page, mailed report) shows them as stars
 def bearer(request: HttpRequest) -> str | None:
     """The token from `Authorization: Bearer <token>`; "" when the header is there but malformed."""
     header = request.headers.get("Authorization")
@@ -30,6 +32,7 @@ def bearer(request: HttpRequest) -> str | None:
     return key.strip() if scheme.lower() == "bearer" else ""
 
 
+@sensitive_variables("key")
 def authenticate(request: HttpRequest, session: bool = True) -> User:
     """The calling user, or Unauthorized/Forbidden with a sentence saying why."""
     key = bearer(request)

@@ -1,4 +1,4 @@
-"""Secrets at rest: Fernet, with its key from FERNET_KEY or generated once into the data folder."""
+"""Secrets at rest: Fernet, with its key from FERNET_KEY or generated once into FERNET_KEY_FILE."""
 
 import os
 from functools import cache
@@ -17,7 +17,7 @@ class SecretUnreadable(RuntimeError):
 
 @cache
 def fernet() -> Fernet:
-    return Fernet(os.environ.get("FERNET_KEY") or stored_key(settings.DATA_DIR / "fernet.key"))
+    return Fernet(os.environ.get("FERNET_KEY") or stored_key(settings.FERNET_KEY_FILE))
 
 
 def stored_key(path: Path) -> str:
@@ -34,8 +34,8 @@ def decrypt(token: str) -> str:
         return fernet().decrypt(token.encode()).decode()
     except InvalidToken:
         raise SecretUnreadable(
-            "A stored secret cannot be decrypted: the data folder's fernet.key (or FERNET_KEY) "
-            "is not the one it was encrypted with."
+            f"A stored secret cannot be decrypted: {settings.FERNET_KEY_FILE} (or FERNET_KEY) "
+            "is not the key it was encrypted with."
         ) from None
 
 

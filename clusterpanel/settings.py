@@ -14,6 +14,9 @@ DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / "var"))).resolve()
 RUN_DIR = DATA_DIR / "run"
 
 SECRET_KEY = env_secret("SECRET_KEY", DATA_DIR / "secret_key")
+# The key of the SSH keys and passwords stored encrypted (clusterpanel/crypto.py), unless FERNET_KEY holds it.
+# Keep it out of the data folder's backups, so one stolen backup is not database and key at once (README).
+FERNET_KEY_FILE = Path(env_str("FERNET_KEY_FILE", str(DATA_DIR / "fernet.key"))).resolve()
 DEBUG = env_bool("DEBUG", False)
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])

@@ -3,11 +3,13 @@
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.debug import sensitive_variables
 from django.views.decorators.http import require_POST
 
 from clusterpanel.models import ApiToken
 
 
+@sensitive_variables("context")  # holds the new key
 def tokens(request: HttpRequest) -> HttpResponse:
     """GET lists the tokens; POST makes one and shows its key on this response only."""
     context = {"tokens": request.user.api_tokens.all(), "error": ""}
