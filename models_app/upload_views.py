@@ -30,7 +30,7 @@ def start_upload(request: HttpRequest) -> JsonResponse:
         fields = json.loads(request.body)
         name, size = str(fields["name"]), whole(fields["size"], 0, BIGGEST)
         modified = whole(fields.get("modified", 0), -BIGGEST, BIGGEST)
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: JSON nested thousands deep
         return JsonResponse({"error": "Send JSON with the file's name, its size in bytes and its modification "
                                       "time in milliseconds, as whole numbers."}, status=400)
     try:
