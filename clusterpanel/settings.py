@@ -18,6 +18,8 @@ SECRET_KEY = env_secret("SECRET_KEY", DATA_DIR / "secret_key")
 # Keep it out of the data folder's backups, so one stolen backup is not database and key at once (README).
 FERNET_KEY_FILE = Path(env_str("FERNET_KEY_FILE", str(DATA_DIR / "fernet.key"))).resolve()
 DEBUG = env_bool("DEBUG", False)
+# Laptop passwords and private keys stay off error pages even with DEBUG on (clusterpanel/reporting.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "clusterpanel.reporting.SecretsHiddenFilter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
