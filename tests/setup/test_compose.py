@@ -9,6 +9,7 @@ manage.py addnode ...`), the deployment and the chat go through the running web 
 
 import re
 import shlex
+import socket
 import sys
 
 import pytest
@@ -19,7 +20,7 @@ from clusterpanel import bodylimits
 from clusterpanel.management.commands.runpanel import Command as RunPanel
 from clusterpanel.redis_server import RedisServer
 from nodes import ssh
-from tests.conftest import ROOT, wait_until
+from tests.conftest import ROOT, wait_for_port, wait_until
 from tests.nodes.laptops import target
 from tests.setup.postgres import Postgres
 from tests.setup.stack import Stack, argv, dependencies, load, network_holders, network_owner, process_services, proxies
@@ -108,6 +109,8 @@ def stack(tmp_path, postgres, redis_server):
     running = Stack(tmp_path / "stack", {"ADMIN_PASSWORD": ADMIN_PASSWORD}, hosts)
     try:
         running.up()
+        # As a browser finds it: the proxy's published port, once nginx listens there.
+        wait_for_port(int(running.ports["proxy"]["8080"]), process=running.processes["proxy"])
         yield running
     finally:
         left = running.down()
@@ -166,12 +169,15 @@ def rpc_servers_left(lan) -> list[str]:
 def test_it_refuses_an_oversize_body_at_the_proxy_and_passes_the_rest_on(stack):
     web = stack.url("proxy", "8080")
     session = logged_in(web)
-    huge = requests.post(f"{web}/jobs/batches/", timeout=30, data=b"x" * (bodylimits.largest() + (2 << 20)),
-                         headers={"X-CSRFToken": session.cookies["csrftoken"]}, cookies=session.cookies)
-    assert huge.status_code == 413 and "nginx" in huge.text, huge.text[:300]
+    over = bodylimits.largest() + (2 << 20)
+    with socket.create_connection(("127.0.0.1", int(web.rsplit(":", 1)[1])), timeout=30) as raw:
+        raw.sendall(f"POST /jobs/batches/ HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: {over}\r\n"
+                    f"Cookie: sessionid={session.cookies['sessionid']}\r\n\r\n".encode() + b"x" * 4096)
+        answer = raw.recv(65536)
+    assert answer.startswith(b"HTTP/1.1 413") and b"nginx" in answer, answer[:300]
     with connect(f"{web.replace('http', 'ws')}/ws/dashboard/", open_timeout=30, origin=web,
-                 additional_headers={"Cookie": f"sessionid={session.cookies['sessionid']}"}) as socket:
-        assert socket.ping().wait(10), "a WebSocket through the proxy answers"
+                 additional_headers={"Cookie": f"sessionid={session.cookies['sessionid']}"}) as websocket:
+        assert websocket.ping().wait(10), "a WebSocket through the proxy answers"
     assert not stack.exited(), {name: stack.log(name) for name in stack.exited()}
 
 
