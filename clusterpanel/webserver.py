@@ -29,10 +29,8 @@ class LimitedRequest(WebRequest):
     received = 0
 
     def gotLength(self, length: int | None) -> None:
-        # The channel has parsed the request line and every header, and keeps the path for itself until the
-        # body is in (Request.path is set only then).
-        path = self.channel._path
-        self.limit = bodylimits.limit_for(self.credentials_presented(), lambda: route_name(path)) if length != 0 else 0
+        """Called once the request line and every header are in (`length`: None for a chunked body)."""
+        self.limit = self.body_limit() if length != 0 else 0
         if length is not None and length > self.limit:
             super().gotLength(0)
             self.refuse(length)
@@ -51,6 +49,11 @@ class LimitedRequest(WebRequest):
     def process(self):
         if not self.refused:
             return super().process()
+
+    def body_limit(self) -> int:
+        # The channel keeps the path for itself until the body is in (Request.path is set only then).
+        path = self.channel._path
+        return bodylimits.limit_for(self.credentials_presented(), lambda: route_name(path))
 
     def credentials_presented(self) -> bool:
         """A session cookie or a bearer token, valid or not: checking them needs the database."""
@@ -102,7 +105,7 @@ class PanelServer(Server):
 
     @http_factory.setter
     def http_factory(self, daphnes: HTTPFactory) -> None:
-        self._http_factory = LimitedHTTPFactory(self)
+        self._http_factory = LimitedHTTPFactory(self)  # daphne's own is never listened with
 
 
 class PanelCommandLine(CommandLineInterface):
