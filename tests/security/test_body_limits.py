@@ -17,7 +17,9 @@ import pytest
 import requests
 from django.conf import settings
 
+from clusterpanel.bodylimits import FORM_ROOM, limit_for
 from clusterpanel.models import ApiToken
+from clusterpanel.webserver import route_name
 from tests.conftest import PASSWORD
 
 HUGE = 200 << 20
@@ -191,3 +193,13 @@ def test_it_takes_a_v1_body_as_large_as_django_takes(web_server, bob):
     head = request_head("POST", "/v1/chat/completions", {**auth, "Content-Length": str(len(body) + 1)})
     sent, seconds, raw = push(web_server, head, [body + b"a"], len(body) + 1)
     assert status_and_body(raw)[0] == 413, raw[:300]
+
+
+def test_it_sizes_the_limit_by_caller_and_route():
+    assert route_name(b"/models/uploads/00000000-0000-0000-0000-000000000000/?x=1") == "models:upload"
+    assert route_name(b"/jobs/batches/") == "batches:list" and route_name(b"/no/such/page/") is None
+    for route in ("models:upload", "batches:list", "openai-chat"):
+        assert limit_for(False, lambda: route) == settings.BODY_MAX_ANONYMOUS_BYTES == 64 << 10  # noqa: B023
+    assert limit_for(True, lambda: "models:upload") == settings.UPLOAD_CHUNK_BYTES
+    assert limit_for(True, lambda: "batches:list") == settings.BATCH_MAX_BYTES + FORM_ROOM
+    assert limit_for(True, lambda: "openai-chat") == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
