@@ -11,7 +11,8 @@ allocates still grows with the header, so the child is held to more than that:
 - it refuses more than MAX_TENSORS tensors or MAX_KEYS keys before the reader starts (each costs hundreds of
   bytes in the reader for a few in the file);
 - the kernel holds it to MEMORY_LIMIT of address space and TIME_LIMIT of CPU, and the panel kills it after
-  TIME_LIMIT of waiting.
+  TIME_LIMIT of waiting. A header of 32 MiB of empty strings would cost the reader about 9 times its size
+  (a std::string each, copied once): such a file ends the child, and is refused, instead of a web worker.
 
 A child also keeps a GGML_ABORT from ending a web worker, keeps ggml's log lines out of the panel's output
 (they become the refusal's reason), and keeps a second libggml-base out of the panel's processes (its SONAME
@@ -35,12 +36,12 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-MAX_HEADER_BYTES = 64 << 20  # real headers are 2-10 MB: a tokenizer of 128-262k tokens and its merges
-MAX_TENSORS = 1 << 16  # llama.cpp loads at most 512 layers; real models have a few thousand tensors
+MAX_HEADER_BYTES = 32 << 20  # real headers are 2-10 MB: a tokenizer of 128-262k tokens and its merges
+MAX_TENSORS = 1 << 14  # real models have a few hundred to a few thousand
 MAX_KEYS = 1 << 14  # real models have 30-60
 MAX_ARRAY_VALUES = 4096  # numeric arrays whose values are read back (per-layer numbers); longer ones by length
 MAX_TEXT = 200  # characters kept of a string value (the title's column holds 200)
-MEMORY_LIMIT = 1 << 30
+MEMORY_LIMIT = 256 << 20  # address space: 28 MiB for the bundled model's; a 24 MiB header can take 230
 TIME_LIMIT = 10
 FIXED_HEADER = struct.Struct("<4sIqq")  # magic, version, tensor count, key count
 
@@ -94,8 +95,9 @@ def parsed(done: subprocess.CompletedProcess, label: str) -> dict:
     if done.returncode == 0:
         return json.loads(done.stdout)
     if done.returncode < 0:  # killed: out of CPU time, or an abort inside the reader (no memory, a check)
-        raise GGUFError(f"llama.cpp's GGUF reader gave up on {label} (signal {-done.returncode}) within the "
-                        f"panel's limits of {MEMORY_LIMIT >> 20} MiB and {TIME_LIMIT} s; the file is damaged.")
+        raise GGUFError(f"llama.cpp's GGUF reader could not read {label} within the panel's limits "
+                        f"({MEMORY_LIMIT >> 20} MiB of memory, {TIME_LIMIT} s; it ended with signal "
+                        f"{-done.returncode}): the file is damaged or built to exhaust them.")
     last = (done.stderr.decode(errors="replace").strip().splitlines() or ["no output"])[-1]
     raise GGUFError(f"The panel could not read {label}: {last}.")
 

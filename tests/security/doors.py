@@ -6,6 +6,7 @@ The browser's upload runs in this process through the chunked protocol; its cost
 memory (reset before, read after) and the header reader's own report of its child's peak.
 """
 
+import io
 import logging
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
+from django.core.management import CommandError, call_command
 
 from tests.conftest import ROOT, child_env
 from tests.models_app.uploading import send_all, start
@@ -51,6 +53,18 @@ def addmodel(path: Path, name: str = "") -> Door:
         seconds = time.monotonic() - started
         said = (err if done.returncode else out).read_text(errors="replace")
         return Door(done.returncode != 0, said, seconds, int(peak.read_text()))
+
+
+def addmodel_here(path: Path, name: str = "by-command") -> Door:
+    """addmodel in this process, where a start-up per file would cost more than the file: a refusal is its
+    CommandError; anything else raised is a crash, and fails the test with its traceback."""
+    with measured() as cost:
+        try:
+            call_command("addmodel", str(path), "--name", name, stdout=io.StringIO())
+            refused, message = False, ""
+        except CommandError as exc:
+            refused, message = True, f"CommandError: {exc}"
+    return Door(refused, message, cost.seconds, cost.peak_bytes, cost.reads)
 
 
 def upload(client, path: Path, chunk: int, name: str = "") -> Door:

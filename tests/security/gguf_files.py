@@ -63,6 +63,21 @@ def with_big_array(path: Path, elements: int, kind: T = T.UINT8) -> Path:
     return path
 
 
+def with_empty_strings(path: Path, header_mib: int) -> Path:
+    """A small model whose one extra metadata array of empty strings fills about `header_mib` MiB: the
+    header that costs llama.cpp's reader the most per byte (a std::string of 32 bytes for 8 in the file)."""
+    write_model(path, values={"hostile.strings": (["x"], T.ARRAY, T.STRING)})
+    one = struct.pack("<IIQQ", T.ARRAY, T.STRING, 1, 1) + b"x"
+    n = (header_mib << 20) // 8
+    body = struct.pack("<IIQ", T.ARRAY, T.STRING, n) + bytes(8 * (n - 1))
+    pad = -(len(body) + 8 - len(one)) % ALIGNMENT  # the last string takes the padding
+    body += struct.pack("<Q", pad) + bytes(pad)
+    data = path.read_bytes()
+    at = data.index(b"hostile.strings" + one) + len(b"hostile.strings")
+    path.write_bytes(data[:at] + body + data[at + len(one):])
+    return path
+
+
 @lru_cache(maxsize=1)
 def real_header_model() -> bytes:
     """The bundled model's header (every key but the architecture, which the writer adds) over 30 layers of

@@ -7,11 +7,12 @@ no model row, no upload row, no part file, no file in the models folder.
 
 import pytest
 
+from models_app import gguf_reader
 from models_app.models import GgufModel
 from tests.conftest import PASSWORD
 from tests.models_app.uploading import assert_nothing_left
 from tests.security import doors
-from tests.security.gguf_files import T, with_big_array, write_model
+from tests.security.gguf_files import T, with_big_array, with_empty_strings, write_model
 
 CHUNK = 1 << 20
 
@@ -98,3 +99,22 @@ def test_it_reads_a_2_mb_metadata_array_within_budget_at_both_doors(admin, tmp_p
     assert not browser.refused, browser.message
     assert_within_budget_upload(browser)
     assert sorted(GgufModel.objects.values_list("name", "n_layer")) == [("by-command", 4), ("by-upload", 4)]
+
+
+@pytest.mark.parametrize("header_mib", [24, 31, 40])
+def test_it_holds_headers_built_to_exhaust_the_reader_to_its_limits(admin, tmp_path, header_mib):
+    """Empty strings cost llama.cpp's reader the most per byte (about 9 times): 24 MiB of them fit its
+    256 MiB, 31 MiB do not (its child ends and the file is refused), and past 32 MiB the header is not read
+    at all. Every read ends within its time, and none of it lands in the panel's processes."""
+    path = with_empty_strings(tmp_path / "strings.gguf", header_mib)
+    command = doors.addmodel_here(path)
+    browser = doors.upload(admin, path, CHUNK)
+    assert command.refused == browser.refused == (header_mib > 24), (command.message, browser.message)
+    for door in (command, browser):
+        assert door.peak_bytes <= doors.MEMORY_BUDGET, f"the panel's process grew by {door.peak_bytes >> 20} MiB"
+        for seconds, peak_mib in door.reads:
+            assert seconds <= doors.READ_BUDGET_S and peak_mib <= gguf_reader.MEMORY_LIMIT >> 20, (seconds, peak_mib)
+    if browser.refused:
+        doors.assert_one_sentence(command)
+        doors.assert_one_sentence(browser)
+        assert_nothing_left()
