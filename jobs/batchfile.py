@@ -11,7 +11,7 @@ import io
 import json
 from dataclasses import dataclass, field
 
-from jobs.params import ParamError, validate
+from jobs.params import ParamError, unicode_text, validate
 
 CHAT_URL = "/v1/chat/completions"
 LINE_KEYS = {"custom_id", "method", "url", "body"}
@@ -20,6 +20,7 @@ IGNORED_BODY = {"model", "user"}  # every line runs on the deployment chosen on 
 CSV_COLUMNS = ("prompt", "system", "max_tokens", "custom_id")
 MAX_CUSTOM_ID = 200
 SHOWN_CHARS = 40
+BROKEN_TEXT = "{what} contains a lone UTF-16 surrogate (such as \\ud800), which is not text."
 
 
 class FileRefused(ValueError):
@@ -78,6 +79,8 @@ def check_custom_id(value, seen: dict[str, int]) -> str:
         raise LineError("custom_id is missing: give every line its own custom_id.")
     if not isinstance(value, str):
         raise LineError(f"custom_id must be a string, not {shown(value)}.")
+    if not unicode_text(value):
+        raise LineError(BROKEN_TEXT.format(what="custom_id"))
     if len(value) > MAX_CUSTOM_ID:
         raise LineError(f"custom_id is longer than {MAX_CUSTOM_ID} characters.")
     if value in seen:
@@ -105,6 +108,7 @@ def parse_jsonl(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Pa
         try:
             entry = json_line(raw)
             custom_id = entry.get("custom_id") if isinstance(entry.get("custom_id"), str) else ""
+            custom_id = custom_id if unicode_text(custom_id) else ""  # it is shown and exported: text only
             request = openai_request(number, entry, seen, max_tokens_limit)
         except LineError as exc:
             parsed.reject(number, str(exc), custom_id)
@@ -166,12 +170,14 @@ def chat_message(position: int, message) -> dict:
 
 
 def message_text(where: str, content) -> str:
-    if isinstance(content, str):
-        return content
     if isinstance(content, list) and content and all(
             isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
             for part in content):
-        return "".join(part["text"] for part in content)
+        content = "".join(part["text"] for part in content)
+    if isinstance(content, str):
+        if not unicode_text(content):
+            raise LineError(BROKEN_TEXT.format(what=f"{where}.content"))
+        return content
     raise LineError(f"{where}.content must be text (a string, or a list of {{\"type\": \"text\"}} parts).")
 
 

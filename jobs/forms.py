@@ -2,11 +2,12 @@ from django import forms
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
+from clusterpanel.idfields import IdChoiceField
 from jobs.queueing import USABLE
 from models_app.models import Deployment
 
 
-class DeploymentChoice(forms.ModelChoiceField):
+class DeploymentChoice(IdChoiceField):
     def label_from_instance(self, deployment: Deployment) -> str:
         return f"{deployment.model.name} #{deployment.pk} (context {deployment.ctx})"
 

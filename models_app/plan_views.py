@@ -8,6 +8,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_POST
 
 from clusterpanel.auth import lab_admin_required
+from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
 from models_app import deploy
 from models_app.models import Deployment, GgufModel
 from models_app.planning import PlanningError, as_record, make_plan
@@ -17,8 +18,8 @@ MODES = ("fastest", "memory", "even")
 
 
 class PlanForm(forms.Form):
-    model = forms.ModelChoiceField(GgufModel.objects.all(), empty_label=None)
-    nodes = forms.ModelMultipleChoiceField(Node.objects.all(), widget=forms.CheckboxSelectMultiple, required=False,
+    model = IdChoiceField(GgufModel.objects.all(), empty_label=None)
+    nodes = IdMultipleChoiceField(Node.objects.all(), widget=forms.CheckboxSelectMultiple, required=False,
                                            help_text="In pipeline order. None chosen: every ready laptop.")
     ctx = forms.IntegerField(min_value=64, max_value=1_048_576, initial=2048, label="Context (tokens)")
     head_layers = forms.BooleanField(required=False, label="The panel's machine may hold layers too")
