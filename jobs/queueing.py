@@ -16,7 +16,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from clusterpanel.broadcast import broadcast
-from jobs import stream
+from jobs import messages, stream
 from jobs.models import Job, JobStatus
 from models_app.models import Deployment, DeploymentStatus
 
@@ -66,9 +66,7 @@ def submit_many(jobs: list[Job]) -> list[Job]:
 
 
 def wake(job: Job) -> None:
-    from jobs.tasks import run_job
-
-    run_job.apply_async((job.pk,), queue=job.deployment.queue)
+    messages.run_job(job.pk, job.deployment.queue)
 
 
 def hand_over_all(jobs: list[Job]) -> None:
@@ -175,8 +173,6 @@ def cancel(job: Job) -> Job:
 def stop_running(job: Job) -> None:
     from kombu.exceptions import OperationalError
 
-    from jobs.tasks import confirm_stop
-
     gone = Deployment.objects.filter(pk=job.deployment_id, status__in=GONE).first()
     if gone is not None:
         end_stopped(job.pk, job.attempts, f"Stopped. No engine runs it any more: its deployment is "
@@ -184,7 +180,7 @@ def stop_running(job: Job) -> None:
         return
     try:
         stream.ask_to_cancel(job.pk, cancel_key(job.pk))
-        confirm_stop.apply_async((job.pk, job.attempts), countdown=STOP_CONFIRM_S)
+        messages.confirm_stop(job.pk, job.attempts, STOP_CONFIRM_S)
     except (RedisError, OperationalError, OSError) as exc:
         end_stopped(job.pk, job.attempts, f"Stopped. Its engine could not be told (Redis did not answer: "
                                           f"{exc}), so the job was ended without it.")

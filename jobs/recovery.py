@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
-from jobs import queueing, stream
+from jobs import messages, queueing, runner, stream
 from jobs.models import Job, JobStatus
 from models_app import deploy
 from models_app.models import Deployment, DeploymentStatus
@@ -50,9 +50,6 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
 
 def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
     """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
-    from jobs import runner
-    from jobs.tasks import recover_deployment
-
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
         runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
@@ -62,7 +59,7 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
     with transaction.atomic():
         deployment.set_status(DeploymentStatus.DEGRADED,
                               f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
-        recover_deployment.delay(deployment.pk, list(dead), [job.pk for job in interrupted])
+        messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
 
 
 def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:

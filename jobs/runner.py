@@ -1,10 +1,8 @@
 """The engine worker's child: one deployment's model kept loaded between jobs, and each job run on it.
 
 The child knows its deployment and revision from the environment its engine
-worker was started with (jobs/engines.py). When it starts it first settles what
-its predecessor left: a job still RUNNING was interrupted — by a laptop whose
-rpc-server died (then that job fails naming it, and the deployment is re-planned),
-or by the engine itself (then the job runs again; its result was never stored).
+worker was started with (jobs/engines.py). What it settles when it starts is in
+jobs/engine_child.py.
 """
 
 import logging
@@ -45,33 +43,6 @@ def current(deployment: Deployment) -> bool:
     return (not State.retired and deployment.pk == deployment_id()
             and deployment.revision == int(os.environ.get(ENV_REVISION, "0"))
             and deployment.status in queueing.USABLE)
-
-
-def on_child_start() -> None:
-    """Settle interrupted jobs, then re-send every queued job's message (some may have died with us)."""
-    from jobs import recovery
-
-    close_old_connections()
-    deployment = Deployment.objects.filter(pk=deployment_id()).first()
-    if deployment is None:
-        return
-    interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
-    if interrupted:
-        dead = recovery.dead_laptops(deployment)
-        if dead:
-            State.retired = True
-            recovery.laptops_died(deployment, dead, interrupted)
-            return
-        for job in interrupted:
-            if job.attempts >= MAX_ENGINE_STOPS:
-                finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
-                                                    "see the engine worker's log.")
-            else:
-                Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED)
-    from jobs.tasks import load_engine
-
-    load_engine.apply_async((deployment.pk,), queue=deployment.queue)  # loading shows before the first job
-    queueing.wake_all(deployment)
 
 
 def warm_up(deployment_pk: int) -> None:

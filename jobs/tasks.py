@@ -1,14 +1,14 @@
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
-from jobs import queueing, runner
+from jobs import engine_child, queueing, runner
 
 
 @worker_process_init.connect
 def settle_on_start(**kwargs) -> None:
     """In an engine worker's child, before it takes a job: settle what the last child left behind."""
     if runner.deployment_id() is not None:
-        runner.on_child_start()
+        engine_child.on_child_start()
 
 
 @worker_ready.connect

@@ -3,7 +3,7 @@ what starts the recovery: the degraded status may only become visible once the r
 
 import threading
 
-from jobs import recovery, tasks
+from jobs import messages, recovery
 from models_app.models import Deployment, DeploymentStatus
 
 
@@ -25,7 +25,7 @@ def status_seen_elsewhere(pk: int) -> str:
 
 def test_a_deployment_turns_degraded_only_once_its_recovery_is_on_its_way(ready, transactional_db, monkeypatch):
     sent = []
-    monkeypatch.setattr(tasks.recover_deployment, "delay",
+    monkeypatch.setattr(messages, "recover_deployment",
                         lambda *args: sent.append((args, status_seen_elsewhere(ready.pk))))
 
     recovery.laptops_died(ready, {"test-2": "its rpc-server ended: killed (signal 9)"}, [])

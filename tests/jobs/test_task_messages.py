@@ -1,0 +1,39 @@
+"""Messages are sent by task name (jobs/messages.py), so nothing but this test notices a renamed task or a
+changed argument list: each message must reach a registered task that accepts its arguments."""
+
+import inspect
+
+from clusterpanel.celery import app
+from jobs import messages
+
+
+def sent_by_each_sender(monkeypatch) -> list[tuple[str, tuple, dict]]:
+    sent = []
+    monkeypatch.setattr(messages, "send", lambda task, args, **options: sent.append((task, args, options)))
+    messages.run_job(1, "engine.1")
+    messages.confirm_stop(1, 0, 30)
+    messages.load_engine(1, "engine.1")
+    messages.recover_deployment(1, ["demo-2"], [3, 4])
+    return sent
+
+
+def test_it_sends_every_message_to_a_task_that_takes_its_arguments(monkeypatch):
+    app.loader.import_default_modules()
+    sent = sent_by_each_sender(monkeypatch)
+    senders = [name for name, value in vars(messages).items() if inspect.isfunction(value) and name != "send"]
+    assert len(sent) == len(senders), "every sender is exercised here"
+    for task, args, options in sent:
+        assert task in app.tasks, f"{task} is not a registered task"
+        inspect.signature(app.tasks[task].run).bind(*args)  # raises TypeError on a wrong argument list
+        assert set(options) <= {"queue", "countdown"}
+        assert app.tasks[task].ignore_result, "messages are sent without waiting for a result"
+
+
+def test_it_refuses_a_wrong_argument_list(monkeypatch):
+    """The check above can fail: a task given one argument too many does not bind."""
+    app.loader.import_default_modules()
+    try:
+        inspect.signature(app.tasks[messages.RUN_JOB].run).bind(1, 2)
+    except TypeError:
+        return
+    raise AssertionError("a wrong argument list was accepted")
