@@ -15,8 +15,9 @@ def tokens(request: HttpRequest) -> HttpResponse:
     context = {"tokens": request.user.api_tokens.all(), "error": ""}
     if request.method == "POST":
         name = request.POST.get("name", "").strip()
-        if not name or len(name) > 100:
-            context["error"] = "Give the token a name of up to 100 characters, e.g. the script that uses it."
+        if not name or len(name) > 100 or not name.isprintable():  # PostgreSQL refuses a NUL in text: a 500
+            context["error"] = ("Give the token a name of up to 100 printable characters, e.g. the script that "
+                                "uses it.")
         else:
             context["new"], context["key"] = ApiToken.issue(request.user, name)
     return render(request, "account/tokens.html", context, status=400 if context["error"] else 200)

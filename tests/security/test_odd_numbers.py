@@ -5,9 +5,10 @@ a parameter is a float, a lone UTF-16 surrogate in a chat's system prompt or a s
 import json
 
 import pytest
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs.models import Conversation, Job
+from jobs.models import Batch, Conversation, Job
 from tests.jobs.conftest import bearer
 
 pytestmark = pytest.mark.timeout(60)  # a request that slipped through would wait for an engine forever
@@ -90,3 +91,30 @@ def test_it_refuses_a_400_digit_number_in_the_openai_api(bob, ready, field):
     answer = Client().post("/v1/chat/completions", raw.encode(), content_type="application/json", **bearer(bob))
     assert answer.status_code == 400, answer.content
     assert answer.json()["error"]["param"] == field and not Job.objects.exists()
+
+
+def batch_line(custom_id: str, content: str = "Hi") -> str:
+    return (f'{{"custom_id": "{custom_id}", "method": "POST", "url": "/v1/chat/completions", '
+            f'"body": {{"messages": [{{"role": "user", "content": "{content}"}}]}}}}')
+
+
+def test_it_rejects_batch_lines_with_a_lone_surrogate_and_runs_the_rest(bob, ready):
+    lines = [batch_line("a\\ud800"), batch_line("b", "Hi \\udfff"), batch_line("c")]
+    upload = SimpleUploadedFile("in.jsonl", "\n".join(lines).encode())
+    client = signed_in(bob)
+    answer = client.post("/jobs/batches/", {"deployment": ready.pk, "file": upload})
+    assert answer.status_code == 302, answer.content[:2000]
+    batch = Batch.objects.get()
+    assert list(batch.items.values_list("custom_id", flat=True)) == ["c"]
+    reasons = {bad["line"]: bad["reason"] for bad in batch.rejected}
+    broken = "contains a lone UTF-16 surrogate (such as \\ud800), which is not text."
+    assert reasons == {1: f"custom_id {broken}", 2: f"body.messages[0].content {broken}"}
+    for page in ("", "results.csv", "results.jsonl"):
+        assert client.get(f"/jobs/batches/{batch.pk}/{page}").status_code == 200
+
+
+@pytest.mark.parametrize("name", ["a\x00b", "tab\there", "\x1b[31mred"])
+def test_it_refuses_a_token_name_that_is_not_printable(bob, name):
+    answer = signed_in(bob).post("/account/tokens/", {"name": name})
+    assert answer.status_code == 400 and "printable" in answer.content.decode()
+    assert not bob.api_tokens.exists()
