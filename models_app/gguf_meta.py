@@ -103,7 +103,7 @@ def read_metadata(path: Path, label: str = "") -> ModelMetadata:
 def architecture(header: Header, label: str) -> str:
     arch = header.values.get("general.architecture")
     if arch not in KNOWN_ARCHITECTURES:
-        raise GGUFError(f"{label} is for the architecture {arch!r}, which llama.cpp does not know.")
+        raise GGUFError(f"{label} is for the architecture {shown(arch)}, which llama.cpp does not know.")
     return arch
 
 
@@ -112,8 +112,10 @@ def block_count(header: Header, arch: str, label: str) -> int:
     if key not in header.values:
         raise GGUFError(f"{label} does not say how many layers it has ({key}).")
     found = header.values[key]
-    if not is_integer(found) or not 1 <= found <= MAX_LAYERS:
-        raise GGUFError(f"{label} says it has {shown(found)} layers ({key}); llama.cpp loads models of 1 to "
+    if not is_integer(found):
+        raise GGUFError(f"{label} gives its number of layers ({key}) as {shown(found)}, not as a whole number.")
+    if not 1 <= found <= MAX_LAYERS:
+        raise GGUFError(f"{label} says it has {found} layers ({key}); llama.cpp loads models of 1 to "
                         f"{MAX_LAYERS} layers.")
     return found
 
@@ -174,9 +176,10 @@ def first(items: list[int] | None) -> int | None:
 
 
 def shown(found) -> str:
+    """A value from the file, briefly, for a refusal."""
     if isinstance(found, dict):
         return f"an array of {found['n']} {found['array']} values"
-    return f"{found!r}"[:40] if is_integer(found) else f"{found!r}"[:40] + f" ({type(found).__name__})"
+    return f"{found!r}"[:40]
 
 
 def title(header: Header, path: Path) -> str:

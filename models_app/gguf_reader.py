@@ -93,7 +93,10 @@ def read_header(path: Path, label: str, keys: list[str]) -> Header:
 
 def parsed(done: subprocess.CompletedProcess, label: str) -> dict:
     if done.returncode == 0:
-        return json.loads(done.stdout)
+        try:
+            return json.loads(done.stdout)
+        except ValueError:
+            raise GGUFError(f"The panel could not read {label}: its reader answered nothing it understood.") from None
     if done.returncode < 0:  # killed: out of CPU time, or an abort inside the reader (no memory, a check)
         raise GGUFError(f"llama.cpp's GGUF reader could not read {label} within the panel's limits "
                         f"({MEMORY_LIMIT >> 20} MiB of memory, {TIME_LIMIT} s; it ended with signal "
@@ -171,7 +174,8 @@ def check_counts(fixed: bytes) -> None:
 
 
 def text(raw: bytes) -> str:
-    return raw.decode(errors="replace")[:MAX_TEXT]
+    """At most MAX_TEXT printable characters: names from a file end up in one-line refusals and on pages."""
+    return "".join(c if c.isprintable() else "\ufffd" for c in raw.decode(errors="replace")[:MAX_TEXT])
 
 
 def value(lib, ctx, index: int):
@@ -222,7 +226,7 @@ def tensors(lib, ctx) -> tuple[list, dict]:
 def reason(lines: list[str]) -> str:
     """The reader's first error line, without the C function's name: the most specific one."""
     for line in lines:
-        said = line.strip().split(": ", 1)[-1].strip()
+        said = text(line.strip().split(": ", 1)[-1].strip().encode())
         if said:
             return said
     return "it could not read the header"

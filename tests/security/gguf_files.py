@@ -21,10 +21,10 @@ WIDTHS = {T.UINT8: 1, T.INT8: 1, T.UINT16: 2, T.INT16: 2, T.UINT32: 4, T.INT32: 
 
 
 def write_model(path: Path, arch: str = "qwen2", layers: int = 4, values: dict | None = None,
-                tensor_layers=None, width: int = 32) -> Path:
+                tensor_layers=None, width: int = 32, more_tensors: tuple[str, ...] = ()) -> Path:
     """A model with `layers` layers of tiny f32 tensors. `values` adds or replaces keys as {key: (value,
     type)} or {key: (value, type, sub_type)} ("{arch}" in a key stands for the architecture); `tensor_layers`
-    says which blk.N get tensors (all by default)."""
+    says which blk.N get tensors (all by default); `more_tensors` names more."""
     keys = {
         "{arch}.block_count": (layers, T.UINT32), "{arch}.context_length": (2048, T.UINT32),
         "{arch}.embedding_length": (width, T.UINT32), "{arch}.attention.head_count": (4, T.UINT32),
@@ -40,6 +40,8 @@ def write_model(path: Path, arch: str = "qwen2", layers: int = 4, values: dict |
     for i in range(layers) if tensor_layers is None else tensor_layers:
         writer.add_tensor(f"blk.{i}.attn_norm.weight", np.ones(width, dtype=np.float32))
     writer.add_tensor("output_norm.weight", np.ones(width, dtype=np.float32))
+    for name in more_tensors:
+        writer.add_tensor(name, np.ones(width, dtype=np.float32))
     writer.write_header_to_file()
     writer.write_kv_data_to_file()
     writer.write_tensors_to_file()

@@ -88,6 +88,11 @@ def test_it_refuses_layers_that_the_tensors_do_not_match_at_both_doors(admin, tm
     assert_refused_by_both(admin, path, command_baseline)
 
 
+def test_it_keeps_a_refusal_to_one_line_whatever_the_names_in_the_file(admin, tmp_path, command_baseline):
+    path = write_model(tmp_path / "hostile.gguf", more_tensors=("blk.7.x\na second line",))
+    assert_refused_by_both(admin, path, command_baseline)
+
+
 def test_it_reads_a_2_mb_metadata_array_within_budget_at_both_doors(admin, tmp_path, command_baseline):
     """The issue's file: one array of 2,000,000 uint8 took 21-39 s and 1.5 GB. Nothing is wrong with it
     otherwise (llama.cpp loads it), so it is added, cheaply."""
