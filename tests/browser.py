@@ -1,7 +1,9 @@
 """A real headless Chromium (Debian's), driven by Playwright; no browser download.
 
 Every page opened here is held to the panel's Content-Security-Policy: a test whose pages broke it fails
-when its browser closes, naming each violation (a test that failed already keeps its own error).
+when its browser closes, naming each violation (a test that failed already keeps its own error). So give
+`wait_for_function` a function ("() => …"): Playwright runs a bare expression through eval, which the policy
+refuses.
 """
 
 import os

@@ -41,7 +41,7 @@ def test_it_lists_the_bad_line_queues_the_good_ones_and_shows_progress_live(bob,
                                                         {"job": first.pk, "status": JobStatus.SUCCEEDED}))
         told.start()  # as the engine would, from outside Playwright's event loop
         told.join()
-        page.wait_for_function("document.getElementById('count-succeeded').textContent === '1'", timeout=10_000)
+        page.wait_for_function("() => document.getElementById('count-succeeded').textContent === '1'", timeout=10_000)
         assert page.locator("#batch-done").inner_text() == "1 of 2 done"
 
 

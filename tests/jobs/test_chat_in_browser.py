@@ -31,7 +31,8 @@ def test_an_answer_streams_in_and_the_conversation_survives_a_reload(cluster, bo
         page.reload()  # mid-answer: the page follows the running job again, from its first token
         job = Job.objects.get()
         wait_until(lambda: Job.objects.get(pk=job.pk).is_finished, 120, "the answer to finish")
-        page.wait_for_function("document.querySelector('.turn .answer').classList.contains('streaming') === false")
+        page.wait_for_function(
+            "() => document.querySelector('.turn .answer').classList.contains('streaming') === false")
         job.refresh_from_db()
         assert job.status == JobStatus.SUCCEEDED
         shown = page.locator(".turn .answer").last.inner_text()

@@ -64,12 +64,12 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
         assert not any(s["closed"] for s in admin_sockets + chat_sockets), (admin_sockets, chat_sockets)
 
         in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
-        admin_page.wait_for_function("document.getElementById('engine-state').textContent.includes('42 %')",
+        admin_page.wait_for_function("() => document.getElementById('engine-state').textContent.includes('42 %')",
                                      timeout=10_000)
         in_thread(lambda: set_engine(cluster, state="ready", progress=1.0))
         in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
         chat_page.wait_for_function(
-            "document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
+            "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
         asked = Job.objects.get(user=bob)
         assert asked.status == JobStatus.SUCCEEDED and asked.output.strip()
         assert asked.timings()["queue_wait_s"] > IDLE_S - 10
