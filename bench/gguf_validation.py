@@ -70,7 +70,7 @@ def measure_one(which: str, path: str) -> dict:
     try:
         outcome = f"added, {read_metadata(Path(path)).n_layer} layers"
     except GGUFError as exc:
-        outcome = f"refused: {shorter(str(exc).split(' ', 1)[1])}"
+        outcome = f"refused: {shorter(str(exc).removeprefix(Path(path).name + ' '))}"
     except Exception as exc:  # the old reader's crashes are part of what is measured
         outcome = f"crashed: {type(exc).__name__}"
     seconds = time.perf_counter() - started
@@ -106,7 +106,7 @@ def row(what: str, old: list[dict], new: list[dict]) -> str:
     if old:
         old_s, old_mib = median(old, "seconds"), median(old, "peak") / MIB
         cells[1:4] = f"{old_s:.2f}", f"{old_mib:.0f}", old[0]["outcome"]
-        if not old[0]["outcome"].startswith("crashed"):
+        if not old[0]["outcome"].startswith("crashed") and old_s >= 0.01:  # else it crashes later, saving it
             cells[7:9] = f"{old_s / new_s:.1f}×", f"{old_mib / max(new_mib, 1):.1f}×"
     return "| " + " | ".join(cells) + " |"
 
