@@ -164,7 +164,7 @@ def check_tensor(header: Header, tensor, size: int, label: str) -> None:
         raise GGUFError(f"{label} gives tensor {tensor.name} the shape {tensor.shape}, which does not match its "
                         f"{tensor.n_bytes} bytes.")
     if header.data_offset + tensor.offset + tensor.n_bytes > size:
-        raise GGUFError(f"{label} is truncated: tensor {tensor.name} ends past the end of the file.")
+        raise GGUFError(f"{label} is damaged or truncated: tensor {tensor.name} ends past the end of the file.")
 
 
 def is_integer(found) -> bool:
