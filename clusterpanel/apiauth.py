@@ -22,7 +22,7 @@ class Forbidden(Unauthorized):
     status = 403
 
 
-@sensitive_variables("header", "key")  # an error report (DEBUG page, mailed report) shows them as stars
+@sensitive_variables("header", "key")  # stars in a production error report (mailed or logged; DEBUG shows all)
 def bearer(request: HttpRequest) -> str | None:
     """The token from `Authorization: Bearer <token>`; "" when the header is there but malformed."""
     header = request.headers.get("Authorization")
