@@ -68,9 +68,19 @@ install_system_packages() {
   if [[ -z "$(find /var/lib/apt/lists -maxdepth 1 -name '*Packages*' -mtime -1 2>/dev/null | head -1)" ]]; then
     $sudo apt-get update -qq || fail "apt-get update failed"
   fi
+  # The panel runs its own Redis, sshd, PostgreSQL and nginx processes; Debian would also start each package's
+  # system service (sshd on port 22, nginx on port 80 — and fail the install if port 80 is taken). A
+  # policy-rc.d that says "no" (exit 101) stops that, unless the machine already has a policy of its own.
+  local policy="${POLICY_RC_D:-/usr/sbin/policy-rc.d}" own_policy=0
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\n# clusterpanel setup: no service starts while it installs packages\nexit 101\n' \
+      | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy" && own_policy=1
+  fi
+  local installed=0
   # shellcheck disable=SC2086
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages \
-    || fail "apt-get install $packages failed"
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages && installed=1
+  if [[ $own_policy == 1 ]]; then $sudo rm -f "$policy"; fi
+  [[ $installed == 1 ]] || fail "apt-get install $packages failed"
 }
 
 make_venv() {

@@ -55,3 +55,46 @@ def test_it_names_the_step_when_an_unguarded_command_fails(tmp_path):
     assert failed.returncode != 0
     assert 'setup failed during "Building llama.cpp with RPC' in failed.stderr, failed.stderr
     assert "line" in failed.stderr and "exit" in failed.stderr
+
+
+FAKE_APT = """#!/bin/sh
+# Records what a package's service start would hear from policy-rc.d while packages are installed.
+[ "$1" = install ] || exit 0
+if [ -x "$POLICY_RC_D" ]; then "$POLICY_RC_D" nginx start; echo $? > "$APT_SAW"; else echo none > "$APT_SAW"; fi
+"""
+
+
+def without_cmake(tmp_path: Path) -> str:
+    """A PATH with every command of this machine but cmake (so one package is missing), and an apt-get that
+    installs nothing."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "apt-get").write_text(FAKE_APT)
+    (bin_dir / "apt-get").chmod(0o755)
+    for folder in ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"):
+        for command in sorted(Path(folder).glob("*")) if Path(folder).is_dir() else []:
+            if command.name != "cmake" and not (bin_dir / command.name).exists():
+                (bin_dir / command.name).symlink_to(command)
+    return str(bin_dir)
+
+
+def test_it_starts_no_system_service_while_it_installs_packages(tmp_path):
+    """The panel runs its own sshd, Redis, PostgreSQL and nginx: installing the packages must not start the
+    system's (sshd on port 22; nginx on port 80 fails the whole install where that port is taken)."""
+    policy, saw = tmp_path / "policy-rc.d", tmp_path / "saw"
+    done = setup(checkout_copy(tmp_path), PATH=without_cmake(tmp_path), POLICY_RC_D=str(policy),
+                 APT_SAW=str(saw), PYTHON=shutil.which("python3"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "Installing system packages: cmake" in done.stdout
+    assert saw.read_text().strip() == "101", "a service start during the install was refused"
+    assert not policy.exists(), "the machine's policy is as it was"
+
+
+def test_it_keeps_a_policy_the_machine_already_has(tmp_path):
+    policy, saw = tmp_path / "policy-rc.d", tmp_path / "saw"
+    policy.write_text("#!/bin/sh\nexit 0\n")
+    policy.chmod(0o755)
+    done = setup(checkout_copy(tmp_path), PATH=without_cmake(tmp_path), POLICY_RC_D=str(policy),
+                 APT_SAW=str(saw), PYTHON=shutil.which("python3"))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert saw.read_text().strip() == "0" and policy.read_text() == "#!/bin/sh\nexit 0\n"
