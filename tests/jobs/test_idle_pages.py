@@ -13,6 +13,9 @@ from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import GREEDY, slowed
 
+# Longer than the suite's 600 s: five idle minutes, then answers, and a shared machine can stretch that.
+pytestmark = pytest.mark.timeout(1200)
+
 IDLE_S = 5 * 60 + 10
 
 

@@ -9,6 +9,9 @@ from jobs.models import Conversation, Job, JobStatus
 from jobs.params import validate
 from tests.conftest import wait_until
 
+# Longer than the suite's 600 s: thirty answers in a row, and a shared machine can stretch that.
+pytestmark = pytest.mark.timeout(1200)
+
 TURNS = 30
 QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ships, storms and the people who keep "
             "the lights burning through the night. Tell me one new fact about lighthouses, in one sentence.")
