@@ -33,14 +33,15 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     prompt's tokens until the context is full: the most memory a request can make llama.cpp touch.
     `chat`: messages to answer with the model's chat template instead of `prompt`. The answer has
     "pieces", the text of each generated token."""
-    argv = [sys.executable, "-m", "jobs.oneshot", "--prompt", prompt, "--max-tokens", str(max_tokens),
+    # "--option=value": a prompt that begins with "-" is still the prompt, not an option.
+    argv = [sys.executable, "-m", "jobs.oneshot", f"--prompt={prompt}", "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
     argv += ["--tensor-split", ",".join(str(x) for x in tensor_split)] if tensor_split else []
     argv += [part for endpoint in endpoints for part in ("--endpoint", endpoint)]
     argv += ["--model", str(model)] if model else []
     argv += ["--hold"] if while_loaded else []
     argv += ["--fill-context"] if fill_context else []
-    argv += ["--chat", json.dumps(chat)] if chat else []
+    argv += [f"--chat={json.dumps(chat)}"] if chat else []
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=Path(__file__).resolve().parent.parent)
     errors: list[str] = []
