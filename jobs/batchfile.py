@@ -11,7 +11,7 @@ import io
 import json
 from dataclasses import dataclass, field
 
-from jobs.params import ParamError, unicode_text, validate
+from jobs.params import NOT_TEXT, ParamError, unicode_text, validate
 
 CHAT_URL = "/v1/chat/completions"
 LINE_KEYS = {"custom_id", "method", "url", "body"}
@@ -20,7 +20,7 @@ IGNORED_BODY = {"model", "user"}  # every line runs on the deployment chosen on 
 CSV_COLUMNS = ("prompt", "system", "max_tokens", "custom_id")
 MAX_CUSTOM_ID = 200
 SHOWN_CHARS = 40
-BROKEN_TEXT = "{what} contains a lone UTF-16 surrogate (such as \\ud800), which is not text."
+BROKEN_TEXT = "{what} contains " + NOT_TEXT + "."
 
 
 class FileRefused(ValueError):

@@ -83,7 +83,8 @@ def typed_text(value, what: str) -> str:
     if not isinstance(value, str):
         raise ChatError(f"The {what} must be text.")
     if not valid_unicode(value):
-        raise ChatError(f"The {what} holds a broken character (a lone UTF-16 surrogate); remove it and send again.")
+        raise ChatError(f"The {what} holds a character that is not text (a lone UTF-16 surrogate or a NUL); "
+                        "remove it and send again.")
     return value
 
 
@@ -103,7 +104,8 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
     if len(text) > MAX_MESSAGE_CHARS:
         raise ChatError(f"That message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
     if not valid_unicode(text):
-        raise ChatError("That message holds a broken character (a lone UTF-16 surrogate); remove it and send again.")
+        raise ChatError("That message holds a character that is not text (a lone UTF-16 surrogate or a NUL); "
+                        "remove it and send again.")
     if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
         raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():

@@ -10,6 +10,7 @@ from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
+from jobs.params import NOT_TEXT, unicode_text
 from jobs.queueing import USABLE
 from models_app.models import Deployment
 
@@ -71,18 +72,14 @@ def prompt(value, param: str = "prompt") -> str:
 
 
 def text(value: str, param: str) -> str:
-    """`value`, if it is Unicode the model can read: JSON may carry a lone UTF-16 surrogate ("\\ud800")."""
+    """`value`, if it is text that can be stored and read (jobs/params.py `unicode_text`)."""
     if not valid_unicode(value):
-        raise InputError(f"{param} contains a lone UTF-16 surrogate (such as \\ud800), which is not text.", param)
+        raise InputError(f"{param} contains {NOT_TEXT}.", param)
     return value
 
 
 def valid_unicode(value: str) -> bool:
-    try:
-        value.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
+    return unicode_text(value)
 
 
 def usable_deployments() -> list[Deployment]:

@@ -68,12 +68,19 @@ def stops(value) -> list[str]:
     if len(items) > MAX_STOPS or any(not item or len(item) > MAX_STOP_CHARS for item in items):
         raise ParamError(f"stop takes up to {MAX_STOPS} non-empty strings of at most {MAX_STOP_CHARS} characters.",
                          "stop")
-    if not all(item.isascii() or unicode_text(item) for item in items):
-        raise ParamError("stop contains a lone UTF-16 surrogate (such as \\ud800), which is not text.", "stop")
+    if not all(unicode_text(item) for item in items):
+        raise ParamError(f"stop contains {NOT_TEXT}.", "stop")
     return items
 
 
+NOT_TEXT = "a lone UTF-16 surrogate (such as \\ud800) or a NUL (\\u0000), which is not text"
+
+
 def unicode_text(value: str) -> bool:
+    """Text that can be stored and read: JSON can carry a lone UTF-16 surrogate, which has no UTF-8 form, and a
+    NUL, which PostgreSQL refuses in text and jsonb alike (a 500 there, where SQLite took it)."""
+    if "\x00" in value:
+        return False
     try:
         value.encode()
     except UnicodeEncodeError:

@@ -107,7 +107,7 @@ def test_it_rejects_batch_lines_with_a_lone_surrogate_and_runs_the_rest(bob, rea
     batch = Batch.objects.get()
     assert list(batch.items.values_list("custom_id", flat=True)) == ["c"]
     reasons = {bad["line"]: bad["reason"] for bad in batch.rejected}
-    broken = "contains a lone UTF-16 surrogate (such as \\ud800), which is not text."
+    broken = "contains a lone UTF-16 surrogate (such as \\ud800) or a NUL (\\u0000), which is not text."
     assert reasons == {1: f"custom_id {broken}", 2: f"body.messages[0].content {broken}"}
     for page in ("", "results.csv", "results.jsonl"):
         assert client.get(f"/jobs/batches/{batch.pk}/{page}").status_code == 200
