@@ -45,7 +45,8 @@ def hostile_users(marker: str) -> list[str]:
 def hostile_hosts(marker: str, address: str) -> list[str]:
     return [f"-oProxyCommand=touch {marker}", f"-oLocalCommand=touch {marker}", f"{address};touch {marker}",
             f"$(touch {marker})", f"`touch {marker}`", f"{address}\ntouch {marker}",
-            f"{address} -oProxyCommand=touch {marker}", f"{address}&&touch {marker}", "-lab", f"lab@{address}"]
+            f"{address} -oProxyCommand=touch {marker}", f"{address}&&touch {marker}", "-lab", f"lab@{address}",
+            f"fe80::1%$(touch {marker})", f"fe80::1%eth0\ntouch {marker}"]  # Python takes any IPv6 zone
 
 
 def hostile_folders(marker: str) -> list[str]:
@@ -158,6 +159,7 @@ def test_it_never_lets_ssh_read_a_user_or_host_as_an_option_even_past_validation
         end = argv.index("--")
         assert argv[argv.index("-l") + 1] == target.username and argv.index("-l") < end
         assert argv[end + 1] == target.host, "the host comes only after --"
+        assert argv[1:3] == ["-F", "/dev/null"], "no ssh_config can add a command that expands the host"
 
 
 def test_it_gives_a_laptop_path_that_would_start_with_a_dash_a_dot_slash():
