@@ -21,6 +21,18 @@ MAX_MESSAGE_CHARS = 32_000
 MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").disable("image")
 
 
+def aligned_by_class(state) -> None:
+    """markdown-it aligns a table's cells with a style attribute, which the Content-Security-Policy refuses
+    (no inline style): a class instead (static/css/panel.css)."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and "style" in token.attrs:
+            align = str(token.attrs.pop("style")).removeprefix("text-align:")
+            token.attrSet("class", f"align-{align}")
+
+
+MARKDOWN.core.ruler.push("aligned_by_class", aligned_by_class)
+
+
 class ChatError(ValueError):
     pass
 

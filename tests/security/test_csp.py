@@ -38,13 +38,17 @@ def probe() -> Iterator[tuple[int, list[str]]]:
     server.server_close()
 
 
+ALIGNED_TABLE = "| n | name |\n|--:|:-:|\n| 1 | one |\n"  # markdown-it aligns cells with style=""
+
+
 def answered_with_an_image(deployment, user, port: int) -> Conversation:
-    """A conversation whose answer holds a Markdown image, as a model could write it."""
+    """A conversation whose answer holds a Markdown image and an aligned table, as a model could write them."""
     conversation = Conversation.objects.create(user=user, deployment=deployment, title="pictures")
     now = timezone.now()
     Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=user, conversation=conversation,
                        messages=[{"role": "user", "content": "Draw me a chart."}], status=JobStatus.SUCCEEDED,
-                       output=f"Here it is: ![chart](http://127.0.0.1:{port}/probe.png)", started=now,
+                       output=f"Here it is: ![chart](http://127.0.0.1:{port}/probe.png)\n\n{ALIGNED_TABLE}",
+                       started=now,
                        first_token=now, finished=now, attempts=1, prompt_tokens=5, completion_tokens=9,
                        finish_reason="stop")
     return conversation
