@@ -11,7 +11,7 @@ the connection is closed without reading the rest.
 Run it as daphne: `python -m clusterpanel.webserver -b 127.0.0.1 -p 8000 clusterpanel.asgi:application`.
 """
 
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
@@ -78,10 +78,12 @@ class LimitedRequest(WebRequest):
 
 
 def route_name(path: bytes) -> str | None:
-    """The URL name of the view a request path goes to ("models:upload"), None when none does."""
+    """The URL name of the view a request path goes to ("models:upload"), None when none does. The path is
+    taken as daphne hands it to Django (everything before "?", unquoted), so both see the same route; an
+    absolute-form target ("http://host/...") goes to no view of the panel."""
     try:
-        return resolve(unquote(urlsplit(path.decode("ascii", "replace")).path)).view_name
-    except Resolver404:
+        return resolve(unquote(path.split(b"?", 1)[0].decode("ascii", "replace"))).view_name
+    except (Resolver404, ValueError):
         return None
 
 

@@ -203,3 +203,13 @@ def test_it_sizes_the_limit_by_caller_and_route():
     assert limit_for(True, lambda: "models:upload") == settings.UPLOAD_CHUNK_BYTES
     assert limit_for(True, lambda: "batches:list") == settings.BATCH_MAX_BYTES + FORM_ROOM
     assert limit_for(True, lambda: "openai-chat") == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+
+
+def test_it_finds_the_route_django_will_and_no_route_for_odd_targets():
+    """The route of a request target is looked up as daphne hands the path to Django: a target that is not a
+    path raised out of Twisted's parser (the connection dropped with a logged traceback), and `//host/...`
+    or an absolute URL found the batch route, whose limit is larger, though Django sends them elsewhere."""
+    assert route_name(b"/jobs/batches/?page=2") == "batches:list"
+    assert route_name(b"/jobs/%62atches/") == "batches:list"
+    for odd in (b"http://[x", b"//evil/jobs/batches/", b"http://evil/jobs/batches/", b"*"):
+        assert route_name(odd) is None, odd
