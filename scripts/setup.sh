@@ -71,16 +71,26 @@ install_system_packages() {
   # The panel runs its own Redis, sshd, PostgreSQL and nginx processes; Debian would also start each package's
   # system service (sshd on port 22, nginx on port 80 — and fail the install if port 80 is taken). A
   # policy-rc.d that says "no" (exit 101) stops that, unless the machine already has a policy of its own.
-  local policy="${POLICY_RC_D:-/usr/sbin/policy-rc.d}" own_policy=0
+  local policy="${POLICY_RC_D:-/usr/sbin/policy-rc.d}"
   if [[ ! -e "$policy" ]]; then
+    # Removed however setup ends (an interrupted install must not leave services refused for good).
+    OWN_POLICY="$policy" OWN_POLICY_SUDO="$sudo"
+    trap remove_own_policy EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
     printf '#!/bin/sh\n# clusterpanel setup: no service starts while it installs packages\nexit 101\n' \
-      | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy" && own_policy=1
+      | $sudo tee "$policy" >/dev/null && $sudo chmod 755 "$policy"
   fi
   local installed=0
   # shellcheck disable=SC2086
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends $packages && installed=1
-  if [[ $own_policy == 1 ]]; then $sudo rm -f "$policy"; fi
+  remove_own_policy
   [[ $installed == 1 ]] || fail "apt-get install $packages failed"
+}
+
+OWN_POLICY="" OWN_POLICY_SUDO=""
+remove_own_policy() {
+  if [[ -n "$OWN_POLICY" ]]; then $OWN_POLICY_SUDO rm -f "$OWN_POLICY"; OWN_POLICY=""; fi
 }
 
 make_venv() {

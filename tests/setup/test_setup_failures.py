@@ -61,6 +61,7 @@ FAKE_APT = """#!/bin/sh
 # Records what a package's service start would hear from policy-rc.d while packages are installed.
 [ "$1" = install ] || exit 0
 if [ -x "$POLICY_RC_D" ]; then "$POLICY_RC_D" nginx start; echo $? > "$APT_SAW"; else echo none > "$APT_SAW"; fi
+if [ -n "$APT_INTERRUPTED" ]; then kill -TERM "$PPID"; sleep 1; exit 1; fi
 """
 
 
@@ -98,3 +99,12 @@ def test_it_keeps_a_policy_the_machine_already_has(tmp_path):
                  APT_SAW=str(saw), PYTHON=shutil.which("python3"))
     assert done.returncode == 0, done.stdout + done.stderr
     assert saw.read_text().strip() == "0" and policy.read_text() == "#!/bin/sh\nexit 0\n"
+
+
+def test_it_takes_its_policy_away_when_it_is_interrupted_during_the_install(tmp_path):
+    """Left behind, the policy would quietly keep every later package's service from starting."""
+    policy, saw = tmp_path / "policy-rc.d", tmp_path / "saw"
+    done = setup(checkout_copy(tmp_path), PATH=without_cmake(tmp_path), POLICY_RC_D=str(policy),
+                 APT_SAW=str(saw), PYTHON=shutil.which("python3"), APT_INTERRUPTED="1")
+    assert done.returncode == 143, done.stdout + done.stderr
+    assert saw.read_text().strip() == "101" and not policy.exists()
