@@ -205,7 +205,7 @@ def values(lib, ctx, keys: list[str]) -> dict:
     for key in keys:
         if "{arch}" in key and not isinstance(arch, str):
             continue
-        name = key.replace("{arch}", arch or "")
+        name = key.replace("{arch}", arch) if "{arch}" in key else key  # arch may be a number or a list
         index = lib.gguf_find_key(ctx, name.encode())
         if index >= 0:
             found[name] = value(lib, ctx, index)

@@ -134,3 +134,4 @@ def assert_one_sentence(door: Door) -> None:
     text = door.message.strip()
     assert text and "\n" not in text, f"one line, not:\n{text[:3000]}"
     assert "Traceback" not in text and "<html" not in text.lower(), text[:3000]
+    assert "Error: " not in text.removeprefix("CommandError: "), f"words, not a Python exception: {text[:3000]}"

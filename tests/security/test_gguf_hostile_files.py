@@ -24,6 +24,7 @@ HOSTILE = {
     "context_length of 2^64-1": {"{arch}.context_length": ((1 << 64) - 1, T.UINT64)},
     "a negative head count": {"{arch}.attention.head_count": (-4, T.INT32)},
     "an embedding width of 2^31": {"{arch}.embedding_length": (1 << 31, T.UINT32)},
+    "an architecture that is a number": {"general.architecture": (5, T.UINT32)},
 }
 LAYERS = {
     "layer 2 without tensors": [0, 1, 3],
