@@ -29,7 +29,10 @@ def rpc_server(lan, runtime_bundle):
         wait_for_port(PORT, host=laptop.address)
         yield laptop, node
     finally:
-        ssh.sh(node, 'kill "$1" 2>/dev/null; rm -rf .clusterpanel runtime.tar.gz', pid)
+        # By name as well as by pid: a server this fixture started and outlived its pid's kill stayed on
+        # test-1:50052 for the rest of the run, and the compose test's own server there could not bind.
+        ssh.sh(node, 'kill "$1" 2>/dev/null; pkill -u "$(id -un)" -x ggml-rpc-server; '
+                     'rm -rf .clusterpanel runtime.tar.gz', pid)
 
 
 def test_it_unpacks_the_bundle_on_the_laptop_intact(rpc_server):
