@@ -4,38 +4,14 @@ Never use it on a file you do not trust: a 2 MB header can cost it gigabytes.
 """
 
 import re
-from collections import defaultdict
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import gguf
 
+from models_app.gguf_meta import GGUFError, ModelMetadata  # the same result type: compared whole
+
 KNOWN_ARCHITECTURES = set(gguf.MODEL_ARCH_NAMES.values())
 LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")
-
-
-class GGUFError(ValueError):
-    pass
-
-
-@dataclass(frozen=True)
-class ModelMetadata:
-    architecture: str
-    name: str
-    n_layer: int
-    n_embd: int
-    n_head: int
-    n_head_kv: int
-    context_length: int
-    vocab_size: int
-    file_type: str
-    file_size: int
-    n_ff: int = 0
-    layer_bytes: list[int] = field(default_factory=list)
-    other_tensors: dict[str, int] = field(default_factory=dict)
-
-    def as_dict(self) -> dict:
-        return asdict(self)
 
 
 def _scalar(reader: gguf.GGUFReader, key: str, default=None):
@@ -120,12 +96,3 @@ def read_metadata(path: Path, label: str = "") -> ModelMetadata:
         vocab_size=_scalar(reader, f"{arch}.vocab_size", len(tokens.data) if tokens else 0),
         file_type=_file_type(reader), file_size=size, layer_bytes=layers, other_tensors=others,
     )
-
-
-def bytes_by_kind(meta: ModelMetadata) -> dict[str, int]:
-    """Non-layer tensors grouped as the planner needs them: embedding, output, the rest."""
-    grouped = defaultdict(int)
-    for name, size in meta.other_tensors.items():
-        kind = "token_embd" if name.startswith("token_embd") else "output" if name.startswith("output") else "other"
-        grouped[kind] += size
-    return dict(grouped)
