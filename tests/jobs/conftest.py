@@ -21,6 +21,16 @@ def ready(db) -> Deployment:
                                      is_default=True)
 
 
+def as_engine_child(deployment: Deployment, monkeypatch) -> None:
+    """This process as the deployment's engine child (jobs/runner.py), with nothing loaded yet."""
+    from jobs import runner
+
+    monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(deployment.pk))
+    monkeypatch.setenv(runner.ENV_REVISION, str(deployment.revision))
+    for name, value in {"engine": None, "out": None, "cancels": None, "retired": False}.items():
+        monkeypatch.setattr(runner.State, name, value)
+
+
 def bearer(user) -> dict:
     """Test-client headers carrying a new token of `user`."""
     return {"HTTP_AUTHORIZATION": f"Bearer {ApiToken.issue(user, 'tests')[1]}"}

@@ -25,6 +25,7 @@ from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.celery_workers import start_worker
 from tests.conftest import stop, wait_until
 from tests.jobs.cluster import end_engines, engine_ready, listen
+from tests.jobs.conftest import as_engine_child
 from tests.nodes.laptops import register_all
 
 # Gemma's own rules, as its chat template states them: no system role, and strictly alternating turns.
@@ -79,10 +80,7 @@ def claimed(conversation, bob, ready) -> Job:
 @pytest.fixture
 def engine_child(ready, monkeypatch):
     """This process as the deployment's engine child, with nothing loaded yet."""
-    monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(ready.pk))
-    monkeypatch.setenv(runner.ENV_REVISION, str(ready.revision))
-    for name, value in {"engine": None, "out": None, "cancels": None, "retired": False}.items():
-        monkeypatch.setattr(runner.State, name, value)
+    as_engine_child(ready, monkeypatch)
 
 
 def another_ready(ready) -> Deployment:

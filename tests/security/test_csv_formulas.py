@@ -17,6 +17,7 @@ from jobs import batch_output, batches, runner
 from jobs.models import Batch, JobStatus
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
+from tests.jobs.conftest import as_engine_child
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -53,10 +54,7 @@ def on_the_head(transactional_db) -> Deployment:
 @pytest.fixture
 def engine_here(on_the_head, monkeypatch):
     """This process as the deployment's engine child (jobs/runner.py), with nothing loaded yet."""
-    monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(on_the_head.pk))
-    monkeypatch.setenv(runner.ENV_REVISION, str(on_the_head.revision))
-    for name, value in {"engine": None, "out": None, "cancels": None, "retired": False}.items():
-        monkeypatch.setattr(runner.State, name, value)
+    as_engine_child(on_the_head, monkeypatch)
     yield
     if runner.State.cancels is not None:  # its Redis subscriber thread would outlive the test
         runner.State.cancels.thread.stop()
