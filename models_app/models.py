@@ -77,6 +77,8 @@ class Deployment(models.Model):
     model = models.ForeignKey(GgufModel, on_delete=models.PROTECT, related_name="deployments")
     ctx = models.PositiveIntegerField()
     mode = models.CharField(max_length=10, default="fastest")
+    slots = models.PositiveSmallIntegerField(
+        default=1, help_text="How many requests its engine serves at once, each with up to `ctx` tokens of its own.")
     plan = models.JSONField()
     status = models.CharField(max_length=10, choices=DeploymentStatus.choices, default=DeploymentStatus.PLANNED)
     status_detail = models.TextField(blank=True)
