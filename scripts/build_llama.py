@@ -9,6 +9,11 @@ Two products come from one llama-cpp-python source distribution:
   ggml libraries and one CPU backend per instruction-set level, chosen at run
   time, so it runs on old laptops and still uses AVX2/AVX-512 where present.
 
+One more product only on request (`--llama-server`), for the benchmarks:
+llama.cpp's own `llama-server`, built from the same vendored tree with RPC on,
+as the anchor the panel's engine is measured against. It needs the source
+distribution already fetched by the usual build, and downloads nothing.
+
 Stdlib only: this runs before the virtualenv has anything installed.
 Prints the wheel path on the last line of stdout. On failure: the step that
 failed and its log, never a traceback.
@@ -59,6 +64,23 @@ SERVER_CMAKE_ARGS = [
 # raise the glibc a laptop needs from 2.34 to 2.36 (arc4random, _dl_find_object).
 BUNDLED_SYSTEM_LIBS = ("libgomp.so",)
 BUNDLE_NAME = "clusterpanel-runtime"
+# Built like the panel's own wheel (native CPU code, OpenMP): the benchmark
+# compares engines, not instruction sets. Static, so the binary stands alone;
+# the prebuilt web UI would be downloaded, so it stays off.
+LLAMA_SERVER_CMAKE_ARGS = [
+    "-DCMAKE_BUILD_TYPE=Release",
+    "-DBUILD_SHARED_LIBS=OFF",
+    "-DGGML_RPC=ON",
+    "-DLLAMA_CURL=OFF",
+    "-DLLAMA_OPENSSL=OFF",
+    "-DLLAMA_BUILD_TESTS=OFF",
+    "-DLLAMA_BUILD_EXAMPLES=OFF",
+    "-DLLAMA_BUILD_TOOLS=ON",
+    "-DLLAMA_BUILD_SERVER=ON",
+    "-DLLAMA_BUILD_APP=OFF",
+    "-DLLAMA_BUILD_UI=OFF",
+    "-DLLAMA_USE_PREBUILT_UI=OFF",
+]
 
 
 class StepFailed(Exception):
@@ -253,6 +275,59 @@ def runtime_dir(cache: Path) -> Path:
     return cache / f"runtime-{flags_key(SERVER_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS)}"
 
 
+def llama_server_dir(cache: Path) -> Path:
+    return cache / f"llama-server-{flags_key(LLAMA_SERVER_CMAKE_ARGS)}"
+
+
+def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
+    build = cache / "llama-server-build"
+    tree = source / "vendor" / "llama.cpp"
+    generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    run_step(
+        "configure llama-server from the vendored llama.cpp",
+        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_SERVER_CMAKE_ARGS],
+        logs / "llama-server-configure.log",
+    )
+    run_step(
+        "build llama-server (10 to 20 min on 2 cores)",
+        ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", "llama-server"],
+        logs / "llama-server-build.log",
+    )
+    staging = Path(tempfile.mkdtemp(prefix="llama-server-", dir=cache))
+    shutil.copy2(build / "bin" / "llama-server", staging / "llama-server")
+    staging.rename(llama_server_dir(cache))
+    shutil.rmtree(build, ignore_errors=True)
+    return llama_server_dir(cache) / "llama-server"
+
+
+def local_source(cache: Path) -> Path:
+    """The vendored tree from the sdist the usual build fetched; never downloads."""
+    version = cache.name.removeprefix(f"{PACKAGE}-")
+    if not list((cache / "sdist").glob(f"llama_cpp_python-{version}.tar.gz")):
+        raise SystemExit(f"No llama-cpp-python {version} source in {cache}: run `make setup` first.")
+    with open(cache / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        return unpack(fetch_sdist(version, cache, cache / "logs"), cache)
+
+
+def llama_server(cache_root: Path | None = None, jobs: int | None = None) -> Path:
+    """The benchmarks' llama-server binary, built first if missing (cached per version and flags)."""
+    cache_root = cache_root or Path(os.environ.get("CLUSTERPANEL_CACHE", Path.home() / ".cache" / "clusterpanel"))
+    cache = cache_root.expanduser() / f"{PACKAGE}-{pinned_version()}"
+    binary = llama_server_dir(cache) / "llama-server"
+    if binary.exists():
+        return binary
+    source = local_source(cache)
+    logs = cache / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    # Its own lock: `make run` may take the usual one meanwhile without waiting 15 minutes.
+    with open(cache / ".llama-server.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if binary.exists():
+            return binary
+        return build_llama_server(source, cache, logs, jobs or os.cpu_count() or 2)
+
+
 def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
     version = pinned_version()
     cache = cache_root / f"{PACKAGE}-{version}"
@@ -277,8 +352,13 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path(default_cache))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--print", choices=["wheel", "runtime"], default="wheel")
+    parser.add_argument("--llama-server", action="store_true",
+                        help="only build llama.cpp's own server for the benchmarks and print its path")
     args = parser.parse_args()
     try:
+        if args.llama_server:
+            print(llama_server(args.cache, args.jobs))
+            return 0
         wheel, runtime = build_all(args.cache.expanduser(), args.jobs)
     except StepFailed as failure:
         tail = failure.log.read_text(errors="replace").splitlines()[-25:]
