@@ -8,11 +8,20 @@ from clusterpanel.auth import lab_admin_required
 
 
 def home(request: HttpRequest) -> HttpResponse:
+    from clusterpanel.dashboard import deployment_rows
     from nodes.models import Node
 
     if not request.user.is_lab_admin:
         return redirect("chat:home")  # end users come to talk to the model
-    return render(request, "home.html", {"nodes": Node.objects.all()})
+    return render(request, "home.html", {"nodes": Node.objects.all(), "deployments": deployment_rows()})
+
+
+@lab_admin_required
+def dashboard_deployments(request: HttpRequest) -> JsonResponse:
+    """The dashboard's deployments table, for the page to refresh every few seconds."""
+    from clusterpanel.dashboard import deployment_rows
+
+    return JsonResponse({"deployments": deployment_rows()})
 
 
 @lab_admin_required

@@ -14,5 +14,6 @@ urlpatterns = [
     path("deployments/<int:pk>/stop/", plan_views.stop_deployment, name="stop"),
     path("deployments/<int:pk>/verify/", plan_views.verify_deployment, name="verify"),
     path("deployments/<int:pk>/default/", plan_views.make_default, name="default"),
+    path("deployments/<int:pk>/jobs/", views.running_jobs, name="running-jobs"),
     path("<slug:name>/", views.model_detail, name="detail"),
 ]

@@ -1,13 +1,16 @@
 from django.conf import settings
 from django.contrib import messages
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 
 from clusterpanel.auth import lab_admin_required
 from models_app.forms import RegisterPathForm
 from models_app.gguf_meta import ModelMetadata, bytes_by_kind
 from models_app.library import LibraryError, register_path
-from models_app.models import GgufModel, Upload
+from models_app.models import Deployment, GgufModel, Upload
+
+MAX_LOOKED_UP = 256  # more than any engine's slots
 
 
 @lab_admin_required
@@ -37,3 +40,26 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     return render(request, "models_app/detail.html", {"model": model, "chart": chart,
                                                        "deployments": model.deployments.all()[:20],
                                                        "other": bytes_by_kind(meta)})
+
+
+@lab_admin_required
+def running_jobs(request: HttpRequest, pk: int) -> JsonResponse:
+    """What the deployment page says of the jobs in its engine's slots (?ids=1,2): a label and the page to see
+    each on, where there is one (a batch item's batch; a chat's conversation is its owner's alone)."""
+    from jobs.models import Job
+
+    deployment = get_object_or_404(Deployment, pk=pk)
+    ids = request.GET.get("ids", "").split(",")
+    if not all(part.isascii() and part.isdigit() and len(part) <= 18 for part in ids) or len(ids) > MAX_LOOKED_UP:
+        return JsonResponse({"error": f"ids must be up to {MAX_LOOKED_UP} job ids (whole numbers) separated by "
+                                      "commas.", "field": "ids"}, status=400)
+    jobs = Job.objects.filter(deployment=deployment, pk__in=[int(part) for part in ids]).select_related("user")
+    return JsonResponse({"jobs": [described(job) for job in jobs]})
+
+
+def described(job) -> dict:
+    who = job.user.username if job.user else "someone gone"
+    if job.batch_id:
+        return {"id": job.pk, "label": f"batch #{job.batch_id}, line {job.line}, of {who}",
+                "url": reverse("batches:detail", args=[job.batch_id])}
+    return {"id": job.pk, "label": f"{job.get_kind_display().lower()} of {who}", "url": None}

@@ -1,6 +1,7 @@
 // Deployment page: its state changes in place; each laptop's cache copy shows its bytes and rate;
-// a finished preparation reloads the table of servers.
+// a finished preparation reloads the table of servers; the engine's slots show live (slots.js).
 import { live } from "./live.js";
+import { showSlots } from "./slots.js";
 
 const detail = document.getElementById("deployment-detail");
 const badge = document.getElementById("deployment-status");
@@ -41,6 +42,7 @@ function showEngine(engine) {
     line.append(bar, ` ${Math.round((engine.progress || 0) * 100)} %`);
   } else if (engine.state === "ready") line.textContent = "Ready: the model is loaded and jobs run on it.";
   else if (engine.state === "failed") line.textContent = `Failed: ${engine.detail}`;
+  showSlots(engine);
 }
 
 live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
