@@ -82,7 +82,8 @@ def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> b
     try:
         if not remaining:
             raise PlanningError("no laptop is left.")
-        plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment)
+        plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment,
+                         slots=deployment.slots)
     except PlanningError as exc:
         # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
         give_up(deployment, job_ids, f"It no longer fits without {', '.join(dead)}: {exc}", keep_detail=True)
