@@ -8,7 +8,11 @@ each server's RSS and the head process's growth are read. Models: the bundled
 SmolLM2 (llama, Q4_1, tied embeddings) and two qwen2 files of other shapes (f16)
 written with the `gguf` package.
 
-    .venv/bin/python bench/memory_calibration.py [--write-fixture] [--contexts 512,1024,2048,4096]
+    .venv/bin/python bench/memory_calibration.py [--write-fixture] [--contexts 512,1024,2048,4096] [--slots 1,4]
+
+With --slots N the context is made as a deployment's engine makes it for N
+people at once (N sequences of the context each, every one in its own KV
+stream), and every sequence is filled.
 
 Prints the measurements against the planner's prediction (with the calibration
 in models_app/planner.py) and the least-squares fit of the calibration terms.
@@ -24,6 +28,7 @@ import tarfile
 import tempfile
 import time
 from dataclasses import asdict
+from itertools import product
 from pathlib import Path
 
 import numpy as np
@@ -55,7 +60,7 @@ def start_servers(bin_dir: Path, count: int) -> list[tuple[subprocess.Popen, int
     return [start_server(bin_dir, threads=2)[:2] for _ in range(count)]
 
 
-def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path) -> dict:
+def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path, slots: int = 1) -> dict:
     """Resident memory at the peak, and llama.cpp's own allocations (head first, then each server)."""
     from jobs import oneshot
 
@@ -64,14 +69,14 @@ def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path) -> dict:
     try:
         answer = oneshot.complete([f"127.0.0.1:{port}" for _, port in servers], prompt, 4, model=model,
                                   n_gpu_layers=sum(counts[1:]), tensor_split=tuple(counts[1:]), ctx=ctx,
-                                  timeout=900, while_loaded=lambda pid: {
+                                  slots=slots, fill_context=slots > 1, timeout=900, while_loaded=lambda pid: {
                                       "head": rss(pid), "servers": [rss(p.pid) for p, _ in servers]})
     finally:
         for process, _ in servers:
             process.kill()
             process.wait()
     measured = answer["measured"]
-    return {"ctx": ctx, "counts": counts, "prompt_tokens": answer["prompt_tokens"],
+    return {"ctx": ctx, "slots": slots, "counts": counts, "prompt_tokens": answer["prompt_tokens"],
             "head_growth": measured["head"] - answer["rss_before_load"], "servers_rss": measured["servers"],
             "allocated": [answer["buffers"].get("CPU", {}),
                           *(answer["buffers"].get(f"RPC0[127.0.0.1:{port}]", {}) for _, port in servers)]}
@@ -82,7 +87,8 @@ def predicted(run: dict, calibration=None) -> list:
     from models_app import planner
 
     shape = planner.ModelShape(**{**run["shape"], "layer_bytes": tuple(run["shape"]["layer_bytes"])})
-    options = planner.Options(ctx=run["ctx"], **({"calibration": calibration} if calibration else {}))
+    options = planner.Options(ctx=run["ctx"], slots=run.get("slots", 1),
+                              **({"calibration": calibration} if calibration else {}))
     roomy = planner.Machine("head", 1 << 50, 10.0)
     laptops = [planner.Machine(f"lab-{i}", 1 << 50, 10.0) for i in range(len(run["counts"]) - 1)]
     plan = planner.build("manual", shape, roomy, laptops, run["counts"], options)
@@ -110,8 +116,9 @@ def fit(runs: list[dict]) -> dict:
 def report(runs: list[dict]) -> None:
     from models_app.planner import CALIBRATION
 
-    print("| model | ctx | machine | measured MiB | predicted MiB | error MiB | error % | within ±5 % or ±32 MiB |")
-    print("|---|---:|---|---:|---:|---:|---:|---|")
+    print("| model | ctx | slots | machine | measured MiB | predicted MiB | error MiB | error % | "
+          "within ±5 % or ±32 MiB |")
+    print("|---|---:|---:|---|---:|---:|---:|---:|---|")
     for run in runs:
         memory = predicted(run)
         measured = [run["head_growth"], *run["servers_rss"]]
@@ -119,11 +126,20 @@ def report(runs: list[dict]) -> None:
             error = stage.total - value
             ok = abs(error) <= max(0.05 * value, 32 * MiB)
             name = "head" if index == 0 else f"server {index}"
-            print(f"| {run['model']} | {run['ctx']} | {name} | {value / MiB:.1f} | {stage.total / MiB:.1f} | "
+            print(f"| {run['model']} | {run['ctx']} | {run.get('slots', 1)} | {name} | {value / MiB:.1f} | "
+                  f"{stage.total / MiB:.1f} | "
                   f"{error / MiB:+.1f} | {100 * error / value:+.1f} | {'yes' if ok else 'NO'} |")
     print()
     print("current calibration:", asdict(CALIBRATION))
     print("least-squares fit:  ", {k: round(v, 2) for k, v in fit(runs).items()})
+
+
+def merged(stored: list[dict], new: list[dict]) -> list[dict]:
+    def key(run: dict) -> tuple:
+        return run["model"], run["ctx"], run.get("slots", 1)
+
+    replaced = {key(run) for run in new}
+    return [run for run in stored if key(run) not in replaced] + new
 
 
 def main() -> None:
@@ -137,7 +153,11 @@ def main() -> None:
 
     parser = argparse.ArgumentParser()
     parser.add_argument("--contexts", default="512,1024,2048,4096")
+    parser.add_argument("--slots", default="1", help="sequences at once, comma-separated (each is measured)")
+    parser.add_argument("--models", help="only these models (names as in MODELS, comma-separated)")
     parser.add_argument("--write-fixture", action="store_true")
+    parser.add_argument("--add-to-fixture", action="store_true",
+                        help="add these runs to the stored ones (replacing runs of the same model, ctx and slots)")
     parser.add_argument("--from-fixture", action="store_true", help="only report on the stored measurements")
     args = parser.parse_args()
     if args.from_fixture:
@@ -150,17 +170,23 @@ def main() -> None:
             archive.extractall(scratch, filter="data")
         bin_dir = scratch / "clusterpanel-runtime" / "bin"
         for name, spec, counts in MODELS:
+            if args.models and name not in args.models.split(","):
+                continue
             path = bundled_model_path() if spec is None else write_loadable_model(scratch / f"{name}.gguf", **spec)
             from models_app.planner import shape_of
 
             shape = asdict(shape_of(read_metadata(path)))
-            for ctx in [int(c) for c in args.contexts.split(",")]:
+            contexts, slot_counts = [int(c) for c in args.contexts.split(",")], [int(n) for n in args.slots.split(",")]
+            for ctx, slots in product(contexts, slot_counts):
                 started = time.monotonic()
-                run = {"model": name, "shape": shape, **measure(path, counts, ctx, bin_dir)}
+                run = {"model": name, "shape": shape, **measure(path, counts, ctx, bin_dir, slots)}
                 runs.append(run)
-                print(f"measured {name} at ctx {ctx} in {time.monotonic() - started:.0f} s", file=sys.stderr)
+                print(f"measured {name} at ctx {ctx}, {slots} slots in {time.monotonic() - started:.0f} s",
+                      file=sys.stderr)
     report(runs)
-    if args.write_fixture:
+    if args.add_to_fixture:
+        runs = merged(json.loads(FIXTURE.read_text())["runs"], runs)
+    if args.write_fixture or args.add_to_fixture:
         FIXTURE.parent.mkdir(exist_ok=True)
         FIXTURE.write_text(json.dumps({"command": "bench/memory_calibration.py --write-fixture", "runs": runs},
                                       indent=1) + "\n")

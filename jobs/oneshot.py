@@ -9,13 +9,14 @@ aborts only this process, which is the point (see jobs/llamacpp.py).
 
 
 import argparse
+import contextlib
 import json
 import re
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from jobs.llamacpp import LlamaCppError
@@ -27,12 +28,13 @@ BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|outp
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
              n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
              timeout: float = 300, while_loaded: Callable[[int], dict] | None = None,
-             fill_context: bool = False, chat: list[dict] | None = None) -> dict:
+             fill_context: bool = False, chat: list[dict] | None = None, slots: int = 1) -> dict:
     """Run the completion; `while_loaded(pid)` is called after it while the model is still loaded
     (to measure memory), and what it returns is kept under "measured". `fill_context` repeats the
     prompt's tokens until the context is full: the most memory a request can make llama.cpp touch.
     `chat`: messages to answer with the model's chat template instead of `prompt`. The answer has
-    "pieces", the text of each generated token."""
+    "pieces", the text of each generated token. `slots`: the context is made as a deployment's engine makes
+    it, for that many sequences of `ctx` tokens each (with `fill_context`, every one of them is filled)."""
     # "--option=value": a prompt that begins with "-" is still the prompt, not an option.
     argv = [sys.executable, "-m", "jobs.oneshot", f"--prompt={prompt}", "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
@@ -42,6 +44,7 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     argv += ["--hold"] if while_loaded else []
     argv += ["--fill-context"] if fill_context else []
     argv += [f"--chat={json.dumps(chat)}"] if chat else []
+    argv += ["--slots", str(slots)] if slots > 1 else []
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=Path(__file__).resolve().parent.parent)
     errors: list[str] = []
@@ -99,6 +102,7 @@ def main() -> None:
     parser.add_argument("--hold", action="store_true", help="stay loaded until stdin closes")
     parser.add_argument("--fill-context", action="store_true", help="repeat the prompt until the context is full")
     parser.add_argument("--chat", help="messages (JSON) to answer with the model's chat template")
+    parser.add_argument("--slots", type=int, default=1, help="sequences of --ctx tokens each, as the engine has")
     args = parser.parse_args()
 
     from jobs import llamacpp
@@ -110,8 +114,9 @@ def main() -> None:
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
     before = rss_bytes()
-    llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx, seed=1, verbose=True,
-                n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
+    with sequences(args.slots):
+        llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx * args.slots, seed=1,
+                    verbose=True, n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
     prompt = args.prompt
     if args.fill_context:
         tokens = llm.tokenize(args.prompt.encode(), add_bos=False) or [llm.token_eos()]
@@ -129,11 +134,53 @@ def main() -> None:
         out = llm(prompt, max_tokens=args.max_tokens, temperature=0.0)
         pieces = None
     seconds = time.perf_counter() - start
+    if args.fill_context:
+        fill_other_sequences(llm, args.slots)
     print(json.dumps({"text": out["choices"][0]["text"], "completion_tokens": out["usage"]["completion_tokens"],
                       "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds, "pieces": pieces,
                       "rss_before_load": before}), flush=True)
     if args.hold:
         sys.stdin.read()  # the parent measures memory now, then closes our stdin
+
+
+@contextlib.contextmanager
+def sequences(slots: int) -> Iterator[None]:
+    """Contexts made meanwhile hold `slots` sequences, each in its own KV stream, as the engine's do
+    (llama-cpp-python takes no n_seq_max, so its default context parameters get one)."""
+    from llama_cpp import llama as llama_module
+
+    api = llama_module.llama_cpp
+    original = api.llama_context_default_params
+
+    def with_sequences():
+        params = original()
+        params.n_seq_max, params.kv_unified = slots, False
+        return params
+
+    api.llama_context_default_params = with_sequences
+    try:
+        yield
+    finally:
+        api.llama_context_default_params = original
+
+
+def fill_other_sequences(llm, slots: int) -> None:
+    """Sequence 0's full cache copied into every other sequence's stream, so every stream's memory is touched
+    as when `slots` long requests run at once. The copies happen at the next decode: one token in sequence 1."""
+    if slots < 2:
+        return
+    from llama_cpp import llama_cpp as api
+
+    for seq in range(1, slots):
+        llm._ctx.kv_cache_seq_cp(0, seq, -1, -1)
+    batch = api.llama_batch_init(1, 0, 1)
+    try:
+        batch.n_tokens, batch.token[0], batch.pos[0] = 1, llm.token_bos(), llm.n_tokens
+        batch.n_seq_id[0], batch.seq_id[0][0], batch.logits[0] = 1, 1, True
+        if api.llama_decode(llm._ctx.ctx, batch) != 0:
+            raise RuntimeError("llama.cpp could not decode a token in sequence 1")
+    finally:
+        api.llama_batch_free(batch)
 
 
 if __name__ == "__main__":

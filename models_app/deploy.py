@@ -32,13 +32,15 @@ class DeployError(Exception):
 
 
 def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest", user=None,
-           manual: list[int] | None = None, head_layers: bool = False, preseed: bool = True) -> Deployment:
-    """Plan and record a deployment (raises PlanningError with numbers when nothing fits)."""
-    plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers)
+           manual: list[int] | None = None, head_layers: bool = False, preseed: bool = True,
+           slots: int | None = 1) -> Deployment:
+    """Plan and record a deployment (raises PlanningError with numbers when nothing fits). `slots`: people
+    served at once; None: the most of 8, 4, 2, 1 that fit."""
+    plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers, slots=slots)
     by_name = {node.name: node for node in nodes}
     with transaction.atomic():
-        deployment = Deployment.objects.create(model=model, ctx=ctx, mode=mode, plan=as_record(plan),
-                                               created_by=user, preseed=preseed)
+        deployment = Deployment.objects.create(model=model, ctx=ctx, slots=plan.slots, mode=mode,
+                                               plan=as_record(plan), created_by=user, preseed=preseed)
         for position, stage in enumerate(plan.stages[1:]):
             DeploymentStage.objects.create(deployment=deployment, position=position,
                                            node=by_name[stage.machine.name], first_layer=stage.first,
@@ -217,8 +219,8 @@ def verify_load(deployment: Deployment, stages: list[DeploymentStage], measure_p
     try:
         answer = oneshot.complete(endpoints(deployment), "Hello", max_tokens=1, model=deployment.model.path,
                                   n_gpu_layers=plan["n_gpu_layers"], tensor_split=tuple(plan["tensor_split"]),
-                                  ctx=deployment.ctx, timeout=1800, while_loaded=lambda pid: measure(stages, pid),
-                                  fill_context=measure_peak)
+                                  ctx=deployment.ctx, slots=deployment.slots, timeout=1800,
+                                  while_loaded=lambda pid: measure(stages, pid), fill_context=measure_peak)
     except LlamaCppError as exc:
         raise DeployError(f"llama.cpp could not load the model across the laptops: {exc}") from None
     placed = [answer["placement"].get(i) for i in range(len(expected))]

@@ -11,17 +11,24 @@ from clusterpanel.auth import lab_admin_required
 from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
 from models_app import deploy
 from models_app.models import Deployment, GgufModel
-from models_app.planning import PlanningError, as_record, make_plan
+from models_app.planning import MAX_SLOTS, PlanningError, as_record, make_plan, people_at_once, why_these_slots
 from nodes.models import Node, NodeStatus
 
 MODES = ("fastest", "memory", "even")
+SLOTS_RANGE = f"Slots must be a whole number from 1 to {MAX_SLOTS}: how many people the model serves at once."
 
 
 class PlanForm(forms.Form):
     model = IdChoiceField(GgufModel.objects.all(), empty_label=None)
     nodes = IdMultipleChoiceField(Node.objects.all(), widget=forms.CheckboxSelectMultiple, required=False,
                                            help_text="In pipeline order. None chosen: every ready laptop.")
-    ctx = forms.IntegerField(min_value=64, max_value=1_048_576, initial=2048, label="Context (tokens)")
+    ctx = forms.IntegerField(min_value=64, max_value=1_048_576, initial=2048, label="Context (tokens)",
+                             help_text="The most each person's conversation may hold.")
+    slots = forms.IntegerField(
+        min_value=1, max_value=MAX_SLOTS, required=False, label="Slots (people at once)",
+        help_text="Requests the model serves at the same time, each with the whole context; each slot needs its "
+                  "own KV cache. Empty: the most of 8, 4, 2 or 1 that fit.",
+        error_messages={"min_value": SLOTS_RANGE, "max_value": SLOTS_RANGE, "invalid": SLOTS_RANGE})
     head_layers = forms.BooleanField(required=False, label="The panel's machine may hold layers too")
     mode = forms.ChoiceField(choices=[(m, m) for m in MODES], initial="fastest")
     preseed = forms.BooleanField(required=False, initial=True, label="Pre-seed the laptops' tensor caches",
@@ -38,15 +45,22 @@ def plan_page(request: HttpRequest) -> HttpResponse:
     context = {"form": form}
     if form.is_valid():
         data, nodes = form.cleaned_data, form.chosen_nodes()
-        results = {}
-        for mode in MODES:
-            try:
-                results[mode] = as_record(make_plan(data["model"], nodes, data["ctx"], mode,
-                                                    head_layers=data["head_layers"]))
-            except PlanningError as exc:
-                results[mode] = {"error": str(exc)}
-        context.update(results=results, chosen=results[data["mode"]], nodes=nodes, chart=results[data["mode"]])
+        results = {mode: plan_or_error(data, nodes, mode) for mode in MODES}
+        chosen = results[data["mode"]]
+        context.update(results=results, chosen=chosen, nodes=nodes, chart=chosen)
+        if "error" not in chosen:
+            context["people"] = people_at_once(chosen)
     return render(request, "models_app/plan.html", context)
+
+
+def plan_or_error(data: dict, nodes: list[Node], mode: str) -> dict:
+    """The plan's record, with why its slots are what they are when nobody chose them; or {"error": why not}."""
+    try:
+        plan = make_plan(data["model"], nodes, data["ctx"], mode, head_layers=data["head_layers"],
+                         slots=data["slots"])
+    except PlanningError as exc:
+        return {"error": str(exc)}
+    return {**as_record(plan), "slots_reason": "" if data["slots"] else why_these_slots(plan.slots, plan.ctx)}
 
 
 @lab_admin_required
@@ -59,7 +73,8 @@ def create_deployment(request: HttpRequest) -> HttpResponse:
     data = form.cleaned_data
     try:
         deployment = deploy.create(data["model"], form.chosen_nodes(), data["ctx"], data["mode"],
-                                   user=request.user, head_layers=data["head_layers"], preseed=data["preseed"])
+                                   user=request.user, head_layers=data["head_layers"], preseed=data["preseed"],
+                                   slots=data["slots"])
     except PlanningError as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return redirect("models:plan")

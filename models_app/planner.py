@@ -9,11 +9,12 @@ read divided by its memory bandwidth, plus a cost per network hop; "fastest"
 minimises it subject to every machine fitting in its usable memory.
 """
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from itertools import permutations
 
 MiB = 2**20
 GiB = 2**30
+SLOT_CHOICES = (8, 4, 2, 1)  # what a deployment is offered when nobody chooses: the most that fit
 
 
 @dataclass(frozen=True)
@@ -68,7 +69,10 @@ CALIBRATION = Calibration()
 
 @dataclass(frozen=True)
 class Options:
+    """`ctx`: the tokens each sequence may hold; `slots`: sequences at once. The engine's context holds
+    `slots` × `ctx` tokens, each sequence in its own KV stream (kv_unified off)."""
     ctx: int = 4096
+    slots: int = 1
     kv_bytes: int = 2  # f16 cache
     n_ubatch: int = 512
     head_may_hold_layers: bool = True
@@ -77,7 +81,19 @@ class Options:
     @property
     def ubatch(self) -> int:
         """llama.cpp never makes a micro-batch longer than the context."""
-        return min(self.n_ubatch, self.ctx)
+        return min(self.n_ubatch, self.ctx * self.slots)
+
+    @property
+    def stream(self) -> int:
+        """The cells of one sequence's KV stream: llama.cpp pads the whole context, then each stream, to 256."""
+        return pad(pad(self.ctx * self.slots, 256) // self.slots, 256)
+
+    def with_(self, **changes) -> "Options":
+        return replace(self, **changes)
+
+
+def pad(value: int, to: int) -> int:
+    return (value + to - 1) // to * to
 
 
 @dataclass(frozen=True)
@@ -112,24 +128,36 @@ class Plan:
     bottleneck: str
     n_gpu_layers: int
     tensor_split: tuple[int, ...]
+    ctx: int = 0  # tokens each slot may hold
+    slots: int = 1
 
     @property
     def tokens_per_second(self) -> float:
+        """One person's speed, alone on the deployment."""
         return 1 / self.seconds_per_token if self.seconds_per_token else 0.0
+
+    @property
+    def kv_cache(self) -> int:
+        return sum(stage.memory.kv_cache for stage in self.stages)
 
 
 @dataclass(frozen=True)
 class NoFit:
     needed: int
     usable: int
-    largest_ctx: int
+    largest_ctx: int  # at the same slots
     reasons: list[str] = field(default_factory=list)
+    slots: int = 1
+    largest_slots: int = 0  # at the same context, fewer slots that would fit
 
     def explain(self) -> str:
-        text = (f"The model needs {self.needed / GiB:.1f} GiB; the chosen machines have "
+        people = f" with {self.slots} slots" if self.slots > 1 else ""
+        text = (f"The model needs {self.needed / GiB:.1f} GiB{people}; the chosen machines have "
                 f"{self.usable / GiB:.1f} GiB usable, {max(self.needed - self.usable, 0) / GiB:.1f} GiB short.")
+        if self.largest_slots:
+            text += f" With {self.largest_slots} {'slots' if self.largest_slots > 1 else 'slot'} it would fit."
         if self.largest_ctx:
-            text += f" A context of {self.largest_ctx} tokens would fit."
+            text += f" A context of {self.largest_ctx} tokens{people} would fit."
         return " ".join([text, *self.reasons])
 
 
@@ -150,22 +178,27 @@ def device_names(plan: "Plan") -> list[str]:
 
 
 def kv_bytes_per_layer(shape: ModelShape, options: Options) -> int:
+    """Keys and values of every slot's stream."""
     head_dim = shape.n_embd // max(shape.n_head, 1)
-    return 2 * options.ctx * head_dim * shape.n_head_kv * options.kv_bytes
+    return 2 * options.stream * options.slots * head_dim * shape.n_head_kv * options.kv_bytes
 
 
 def layer_compute_bytes(shape: ModelShape, options: Options) -> int:
     """What a machine holding layers touches at its peak: a full micro-batch at a full context.
-    The logits are one row per sequence (only the last token's are asked for), so they add nearly nothing."""
+    The logits are one row per sequence (only the last token's are asked for), so they add nearly nothing.
+    Slots do not change it: with a KV stream per sequence, llama.cpp splits a micro-batch's u tokens among
+    the streams and each attends to its own stream only, so the scores stay u × (one stream) × heads."""
     c, u = options.calibration, options.ubatch
-    return round(u * (c.attention * options.ctx * shape.n_head + c.feed_forward * shape.ff_width
+    return round(u * (c.attention * options.stream * shape.n_head + c.feed_forward * shape.ff_width
                       + c.hidden * shape.n_embd))
 
 
 def head_compute_bytes(shape: ModelShape, options: Options) -> int:
-    """The head's part when it holds no layers: the batch's embeddings, the mask, and the logits it reads."""
+    """The head's part when it holds no layers: the batch's embeddings, the mask, and the logits it reads
+    (a row for each slot)."""
     c, u = options.calibration, options.ubatch
-    return round(u * (c.head_mask * options.ctx + c.head_hidden * shape.n_embd)) + shape.vocab_size * 4
+    return (round(u * (c.head_mask * options.stream + c.head_hidden * shape.n_embd))
+            + shape.vocab_size * 4 * options.slots)
 
 
 def stage_memory(shape: ModelShape, first: int, count: int, options: Options, is_head: bool) -> Memory:
@@ -183,8 +216,9 @@ def stage_memory(shape: ModelShape, first: int, count: int, options: Options, is
     return Memory(weights, kv_bytes_per_layer(shape, options) * len(blocks), compute, overhead)
 
 
-def stage_seconds(memory: Memory, machine: Machine, used: bool) -> float:
-    read = memory.weights + memory.kv_cache
+def stage_seconds(memory: Memory, machine: Machine, used: bool, slots: int = 1) -> float:
+    """One token of one sequence: the weights and that sequence's own KV stream are read."""
+    read = memory.weights + memory.kv_cache // slots
     return read / (machine.bandwidth_gb_s * 1e9) + (machine.hop_s if used else 0.0)
 
 
@@ -198,10 +232,11 @@ def build(mode: str, shape: ModelShape, head: Machine, order: list[Machine], cou
             return None
         stages.append(Stage(machine, first, count, memory))
         first += count
-    times = [stage_seconds(s.memory, s.machine, s.count > 0 and i > 0) for i, s in enumerate(stages)]
+    times = [stage_seconds(s.memory, s.machine, s.count > 0 and i > 0, options.slots) for i, s in enumerate(stages)]
     slowest = max(range(len(stages)), key=lambda i: times[i])
     return Plan(mode, tuple(stages), sum(times), stages[slowest].machine.name,
-                n_gpu_layers=shape.n_layer + 1 - counts[0], tensor_split=tuple(counts[1:]))
+                n_gpu_layers=shape.n_layer + 1 - counts[0], tensor_split=tuple(counts[1:]), ctx=options.ctx,
+                slots=options.slots)
 
 
 def best_counts(shape: ModelShape, head: Machine, order: list[Machine], options: Options) -> Plan | None:
@@ -221,7 +256,7 @@ def best_counts(shape: ModelShape, head: Machine, order: list[Machine], options:
                 memory = stage_memory(shape, done, count, options, is_head=index == 0)
                 if memory.total > machine.usable_bytes:
                     break  # more layers only need more memory
-                step = cost + stage_seconds(memory, machine, count > 0 and index > 0)
+                step = cost + stage_seconds(memory, machine, count > 0 and index > 0, options.slots)
                 key = (index + 1, done + count)
                 if key not in reached or step < reached[key][0]:
                     reached[key] = (step, [*counts, count])
@@ -294,15 +329,27 @@ def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], opt
         needed += shape.token_embd_bytes + options.calibration.head_base + head_compute_bytes(shape, options)
     largest, ctx = 0, options.ctx // 2
     while ctx >= 256 and not largest:
-        if plan_mode(mode, shape, head, laptops, Options(**{**options.__dict__, "ctx": ctx})):
+        if plan_mode(mode, shape, head, laptops, options.with_(ctx=ctx)):
             largest = ctx
         ctx //= 2
+    fewer = [n for n in SLOT_CHOICES if n < options.slots]
+    largest_slots = next((n for n in fewer if plan_mode(mode, shape, head, laptops, options.with_(slots=n))), 0)
     reasons = [] if needed > usable else [
         "There is enough memory in total, but not in the pieces: the output layer "
         f"({shape.output_bytes / MiB:.0f} MiB) must fit on the last laptop together with its layers, and every "
         f"laptop needs {per_device / MiB:.0f} MiB for its working memory at this context. Add a laptop with more "
         "free memory, or use a smaller quantization."]
-    return NoFit(needed, usable, largest, reasons)
+    return NoFit(needed, usable, largest, reasons, options.slots, largest_slots)
+
+
+def most_slots(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
+               manual: list[int] | None = None) -> Plan | None:
+    """The plan with the most of SLOT_CHOICES slots that fits at the context asked (None: not even one)."""
+    for slots in SLOT_CHOICES:
+        found = plan_mode(mode, shape, head, laptops, options.with_(slots=slots), manual)
+        if found:
+            return found
+    return None
 
 
 def placement(n_layer: int, n_gpu_layers: int, tensor_split: tuple[int, ...]) -> list[int]:

@@ -10,6 +10,7 @@ from models_app.models import Deployment, DeploymentStage, GgufModel
 from nodes.models import Node
 
 DEFAULT_SPEED_GB_S = 5.0  # until a laptop's speed is measured
+MAX_SLOTS = 64
 ROUND_TRIPS_PER_TOKEN = 4  # graph compute and tensor copies, per RPC device and token
 
 
@@ -49,19 +50,25 @@ def machine_for(node: Node, replacing: Deployment | None = None) -> planner.Mach
 
 def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
               head: planner.Machine | None = None, manual: list[int] | None = None,
-              head_layers: bool = False, replacing: Deployment | None = None) -> planner.Plan:
+              head_layers: bool = False, replacing: Deployment | None = None, slots: int | None = 1) -> planner.Plan:
     """`head_layers`: whether the panel's own machine may hold layers too (it always holds the embedding).
-    `replacing`: a deployment being re-planned, whose own memory on the laptops counts as free."""
+    `replacing`: a deployment being re-planned, whose own memory on the laptops counts as free.
+    `slots`: people served at once, each with up to `ctx` tokens; None: the most of 8, 4, 2, 1 that fit."""
     if ctx < 64 or ctx > max(model.context_length, 64):
         raise PlanningError(f"Context must be between 64 and {model.context_length} tokens (the model's own).")
+    if slots is not None and not 1 <= slots <= MAX_SLOTS:
+        raise PlanningError(f"Slots must be between 1 and {MAX_SLOTS}: how many people the model serves at once.")
     if mode not in ("fastest", "memory", "even", "manual"):
         raise PlanningError(f"Unknown mode {mode!r}: use fastest, memory, even or manual.")
     if not nodes and not head_layers:
         raise PlanningError("Choose at least one laptop, or let the head hold layers.")
-    options = planner.Options(ctx=ctx, head_may_hold_layers=head_layers)
+    options = planner.Options(ctx=ctx, slots=slots or 1, head_may_hold_layers=head_layers)
     head = head or head_machine()
     laptops = [machine_for(node, replacing) for node in nodes]
-    found = planner.plan_mode(mode, planner.shape_of(model), head, laptops, options, manual)
+    if slots is None:
+        found = planner.most_slots(mode, planner.shape_of(model), head, laptops, options, manual)
+    else:
+        found = planner.plan_mode(mode, planner.shape_of(model), head, laptops, options, manual)
     if found is None:
         raise PlanningError(planner.explain_no_fit(planner.shape_of(model), head, laptops, options, mode).explain())
     return found
@@ -70,7 +77,26 @@ def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastes
 def as_record(plan: planner.Plan) -> dict:
     return {
         "mode": plan.mode, "n_gpu_layers": plan.n_gpu_layers, "tensor_split": list(plan.tensor_split),
+        "ctx": plan.ctx, "slots": plan.slots, "kv_cache": plan.kv_cache,
         "tokens_per_second": round(plan.tokens_per_second, 2), "bottleneck": plan.bottleneck,
         "stages": [{"machine": s.machine.name, "first": s.first, "count": s.count, "memory": asdict(s.memory),
                     "usable": s.machine.usable_bytes} for s in plan.stages],
     }
+
+
+def people_at_once(record: dict) -> str:
+    """What a plan record promises, in words: "4 people at once, each up to 2048 tokens (KV cache ...)"."""
+    slots, kv = record.get("slots", 1), record.get("kv_cache", 0) / planner.MiB
+    if slots == 1:
+        return f"1 person at a time, up to {record['ctx']} tokens (the KV cache takes {kv:.0f} MiB)."
+    return (f"{slots} people at once, each up to {record['ctx']} tokens (the KV cache takes {kv:.0f} MiB in all, "
+            f"{kv / slots:.0f} MiB each).")
+
+
+def why_these_slots(slots: int, ctx: int) -> str:
+    """Why a plan whose slots nobody chose has `slots` (planner.most_slots tried more first)."""
+    if slots == planner.SLOT_CHOICES[0]:
+        return f"{slots} slots: the most offered unless you choose, and they fit."
+    tried = next(n for n in reversed(planner.SLOT_CHOICES) if n > slots)
+    fit = f"{slots} fit" if slots > 1 else "only 1 fits"
+    return f"With {tried} slots of {ctx} tokens each it would not fit these machines; {fit}."

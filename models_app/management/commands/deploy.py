@@ -1,13 +1,23 @@
 """Plan a model across laptops, prepare and verify the deployment, and print the plan."""
 
+import argparse
+
 from django.core.management.base import BaseCommand, CommandError
 
 from models_app import deploy
 from models_app.models import DeploymentStatus, GgufModel
-from models_app.planning import PlanningError
+from models_app.planning import MAX_SLOTS, PlanningError, people_at_once, why_these_slots
 from nodes.models import Node
 
 MiB = 2**20
+
+
+def slots_count(text: str) -> int:
+    """--slots: a whole number from 1 to 64, refused in words otherwise."""
+    if not text.strip().isdigit() or not 1 <= int(text) <= MAX_SLOTS:
+        raise argparse.ArgumentTypeError(f"must be a whole number from 1 to {MAX_SLOTS} (how many people the "
+                                         f"model serves at once), not {text!r}")
+    return int(text)
 
 
 class Command(BaseCommand):
@@ -16,7 +26,10 @@ class Command(BaseCommand):
     def add_arguments(self, parser):
         parser.add_argument("model", help="the model's name in the library")
         parser.add_argument("--nodes", required=True, help="laptops in pipeline order, comma-separated")
-        parser.add_argument("--ctx", type=int, default=2048)
+        parser.add_argument("--ctx", type=int, default=2048, help="tokens each person's conversation may hold")
+        parser.add_argument("--slots", type=slots_count, default=None,
+                            help="people served at once, 1 to 64, each with up to --ctx tokens "
+                                 "(default: the most of 8, 4, 2, 1 that fit)")
         parser.add_argument("--mode", default="fastest", choices=["fastest", "memory", "even"])
         parser.add_argument("--head-layers", action="store_true", help="let the panel's machine hold layers too")
         parser.add_argument("--measure-peak", action="store_true",
@@ -24,7 +37,7 @@ class Command(BaseCommand):
         parser.add_argument("--no-preseed", dest="preseed", action="store_false",
                             help="do not copy the tensors into the laptops' rpc-server caches before the load")
 
-    def handle(self, model, nodes, ctx, mode, head_layers, preseed, **options):
+    def handle(self, model, nodes, ctx, mode, head_layers, preseed, slots, **options):
         found = GgufModel.objects.filter(name=model).first()
         if found is None:
             raise CommandError(f"No model named {model!r}; see `manage.py addmodel` or the Models page.")
@@ -35,10 +48,12 @@ class Command(BaseCommand):
             raise CommandError(f"No laptop named {', '.join(missing)}.")
         try:
             deployment = deploy.create(found, [chosen[n] for n in names], ctx, mode, head_layers=head_layers,
-                                       preseed=preseed)
+                                       preseed=preseed, slots=slots)
         except PlanningError as exc:
             raise CommandError(f"Nothing was started: {exc}") from None
         self.show(deployment.plan)
+        if slots is None:
+            self.stdout.write(f"  {why_these_slots(deployment.slots, deployment.ctx)}")
         deploy.prepare(deployment, options["measure_peak"])
         deployment.refresh_from_db()
         if deployment.status != DeploymentStatus.READY:
@@ -49,6 +64,7 @@ class Command(BaseCommand):
         self.stdout.write(f"Plan ({plan['mode']}): about {plan['tokens_per_second']} tokens/s, "
                           f"bottleneck {plan['bottleneck']}; n_gpu_layers={plan['n_gpu_layers']} "
                           f"tensor_split={plan['tensor_split']}")
+        self.stdout.write(f"  {people_at_once(plan)}")
         for stage in plan["stages"]:
             if stage["count"] or stage["machine"] == "head":
                 memory, last = sum(stage["memory"].values()) / MiB, stage["first"] + stage["count"] - 1
