@@ -92,7 +92,7 @@ def test_it_shows_slots_filling_live_and_the_dashboard_counts_the_queue(alice, b
         text_is(page, "#slots .slot-rate", "0.0 tokens/s", timeout=15_000)  # no report for 5 s: nothing generates
         assert time.time() - reported >= 4.5, "the rate fell to 0 before it was 5 s old"
 
-        for n in range(3):
+        for _ in range(3):
             job(deployment, bob, status=JobStatus.QUEUED)
         for line in range(5, 7):
             job(deployment, bob, status=JobStatus.QUEUED, batch=batch, line=line)
