@@ -8,7 +8,7 @@ import pytest
 
 from jobs.models import Batch, Job, JobKind, JobStatus
 from models_app.activity import engine_load
-from models_app.models import Deployment, DeploymentStatus
+from models_app.models import Deployment
 from tests.jobs.standins import ready_deployment
 
 NOW = 1_800_000_000.0
