@@ -9,16 +9,13 @@ but itself. Jobs arrive through jobs/tasks.py, which claims them first.
 import contextlib
 import ctypes
 import logging
-import re
-import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 
 from jobs import llamacpp
 from jobs.oneshot import LAYER_PLACED
+from jobs.sequences import Batcher, Outcome, Work
 
 log = logging.getLogger(__name__)
-EXCEEDS = re.compile(r"Requested tokens \((\d+)\) exceed context window of (\d+)")
 
 
 class EngineError(RuntimeError):
@@ -27,19 +24,6 @@ class EngineError(RuntimeError):
 
 class ContextExceeded(EngineError):
     pass
-
-
-@dataclass
-class Result:
-    text: str = ""
-    finish_reason: str = ""
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    prompt_seconds: float | None = None
-    first_token_at: float | None = None  # time.time()
-    cancelled: bool = False
-    tokens: list[str] = field(default_factory=list)
-    dropped_messages: int = 0  # a conversation's oldest messages left out so that the rest fits the context
 
 
 class LogCapture:
@@ -75,12 +59,14 @@ class LogCapture:
 
 
 @contextlib.contextmanager
-def progress_reported(report: Callable[[float], None]) -> Iterator[None]:
-    """llama-cpp-python takes no load-progress callback, so give its model parameters one while it loads."""
+def loading_with(report: Callable[[float], None], slots: int) -> Iterator[None]:
+    """llama-cpp-python takes no load-progress callback and no number of sequences, so give its model parameters
+    the one and its context parameters the other while it loads. Each sequence gets a KV stream of its own
+    (kv_unified off): `slots` people each up to the deployment's context, as the planner counts them."""
     from llama_cpp import llama as llama_module
 
     api = llama_module.llama_cpp
-    original = api.llama_model_default_params
+    model_defaults, context_defaults = api.llama_model_default_params, api.llama_context_default_params
 
     def on_progress(progress: float, user_data) -> bool:
         report(float(progress))
@@ -88,24 +74,29 @@ def progress_reported(report: Callable[[float], None]) -> Iterator[None]:
 
     callback = api.llama_progress_callback(on_progress)
 
-    def with_progress():
-        params = original()
+    def model_params():
+        params = model_defaults()
         params.progress_callback = callback
         return params
 
-    api.llama_model_default_params = with_progress
+    def context_params():
+        params = context_defaults()
+        params.n_seq_max, params.kv_unified = slots, False
+        return params
+
+    api.llama_model_default_params, api.llama_context_default_params = model_params, context_params
     try:
         yield
     finally:
-        api.llama_model_default_params = original
+        api.llama_model_default_params, api.llama_context_default_params = model_defaults, context_defaults
 
 
 class Engine:
     def __init__(self, model_path: str, endpoints: list[str], n_gpu_layers: int, tensor_split: list[int],
-                 ctx: int, expected_devices: list[str]) -> None:
-        self.model_path, self.endpoints, self.ctx = model_path, endpoints, ctx
+                 ctx: int, expected_devices: list[str], slots: int = 1) -> None:
+        self.model_path, self.endpoints, self.ctx, self.slots = model_path, endpoints, ctx, slots
         self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
-        self.llm, self._formatter = None, None
+        self.llm, self._formatter, self.batcher = None, None, None
 
     def load(self, progress: Callable[[float], None]) -> None:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
@@ -115,8 +106,8 @@ class Engine:
         from llama_cpp import Llama
 
         try:
-            with progress_reported(progress):
-                self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx, verbose=True,
+            with loading_with(progress, self.slots):
+                self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx * self.slots, verbose=True,
                                  n_gpu_layers=self.n_gpu_layers if self.endpoints else 0,
                                  tensor_split=[float(x) for x in self.tensor_split] or None)
         except (ValueError, RuntimeError) as exc:
@@ -126,6 +117,7 @@ class Engine:
         found = [placed.get(i) for i in range(len(self.expected))]
         if self.endpoints and found != self.expected:
             raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
+        self.batcher = Batcher(self.llm, self.slots)
 
     def formatter(self):
         """The model's own chat template, compiled once (a Jinja compile per job would delay every answer)."""
@@ -165,52 +157,23 @@ class Engine:
                 return tokens, stops, dropped
             dropped += 2 if len(turns) - dropped > 2 else 1
 
-    def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
-            cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Result:
-        """Generate from prompt tokens; `on_token` per token; stops within one token of `cancelled()`."""
-        import llama_cpp
-
-        result = Result(prompt_tokens=len(prompt))
+    def work(self, key: int, prompt: list[int], params: dict, on_text: Callable[[str], None],
+             stops: list[str] = (), reuse: bool = False) -> Work:
+        """A job for the batcher; ContextExceeded if its prompt leaves no room in a sequence's context."""
         limit = self.ctx - len(prompt)
         if limit <= 0:
             raise ContextExceeded(f"Context length exceeded: the prompt has {len(prompt)} tokens and the "
                                   f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
-        llama_cpp.llama_perf_context_reset(self.llm._ctx.ctx)
-        # Forget the last job's tokens: llama-cpp-python would reuse the common prefix and evaluate only the
-        # rest, and a prompt evaluated in other pieces gives slightly other logits, so the same seed would
-        # give another answer depending on what ran before (docs/api.md promises the same answer).
-        self.llm.reset()
-        seed = params.get("seed")
-        if seed is not None:
-            self.llm.set_seed(seed)
-        chunks = self.llm.create_completion(
-            prompt, stream=True, max_tokens=min(params["max_tokens"], limit), temperature=params["temperature"],
-            top_p=params["top_p"], top_k=params["top_k"], repeat_penalty=params["repeat_penalty"],
-            stop=[*params.get("stop", []), *extra_stops] or None, seed=seed)
-        try:
-            for chunk in chunks:
-                choice = chunk["choices"][0]
-                if choice.get("finish_reason"):
-                    result.finish_reason = choice["finish_reason"]
-                text = choice.get("text", "")
-                if text or not choice.get("finish_reason"):
-                    if result.first_token_at is None:
-                        result.first_token_at = time.time()
-                    result.completion_tokens += 1
-                    result.tokens.append(text)
-                    on_token(text)
-                if cancelled():
-                    result.cancelled, result.finish_reason = True, "cancelled"
-                    break
-        except ValueError as exc:
-            match = EXCEEDS.search(str(exc))
-            if match:
-                raise ContextExceeded(f"Context length exceeded: the prompt has {match[1]} tokens and the "
-                                      f"deployment's context is {match[2]}.") from None
-            raise
-        finally:
-            chunks.close()
-        perf = llama_cpp.llama_perf_context(self.llm._ctx.ctx)
-        result.prompt_seconds = perf.t_p_eval_ms / 1000 if perf.n_p_eval else None
-        result.text = "".join(result.tokens)
-        return result
+        return Work(key, prompt, params, [*params.get("stop", []), *stops], on_text,
+                    min(params["max_tokens"], limit), reuse)
+
+    def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
+            cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Outcome:
+        """One job alone, to its end: for benchmarks and one-off uses (the engine worker batches, jobs/runner.py)."""
+        outcome = self.batcher.add(self.work(0, prompt, params, on_token, extra_stops))
+        (seq,) = self.batcher.busy
+        while seq.work is not None:
+            self.batcher.step()
+            if seq.work is not None and cancelled():
+                self.batcher.cancel(seq)
+        return outcome

@@ -19,6 +19,7 @@ from clusterpanel.broadcast import broadcast
 from jobs import queueing, stream
 from jobs.engine import Engine, EngineError
 from jobs.models import Job, JobKind, JobStatus
+from jobs.sequences import Outcome, Work
 from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
@@ -55,7 +56,8 @@ def warm_up(deployment_pk: int) -> None:
 def engine_for(deployment: Deployment) -> Engine:
     if State.engine is None:
         State.out = State.out or stream.JobStream()
-        State.cancels = State.cancels or stream.CancelWatch(State.out.redis)  # listening before any job runs
+        # listening before any job runs
+        State.cancels = State.cancels or stream.CancelWatch(State.out.redis, stream.new_work_channel(deployment.queue))
         State.engine = load(deployment)
     return State.engine
 
@@ -73,7 +75,7 @@ def load(deployment: Deployment) -> Engine:
 
     set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
     engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
-                    deployment.ctx, expected_devices(plan))
+                    deployment.ctx, expected_devices(plan), slots_of(deployment))
     try:
         engine.load(report)
     except EngineError as exc:
@@ -85,56 +87,65 @@ def load(deployment: Deployment) -> Engine:
     return engine
 
 
+def slots_of(deployment: Deployment) -> int:
+    return max(1, getattr(deployment, "slots", 1) or 1)
+
+
 def set_engine(deployment: Deployment, **fields) -> None:
     deployment.engine = {**deployment.engine, **fields}
     Deployment.objects.filter(pk=deployment.pk).update(engine=deployment.engine)
     broadcast(f"deployment_{deployment.pk}", "deployment.engine", deployment.engine)
 
 
-def run(job_id: int) -> None:
-    """A job's message: run this deployment's waiting jobs, whichever comes first each time (jobs/queueing.py),
-    until none waits. The first need not be `job_id`, nor need that job still exist. Going on to the next job
-    without waiting for its message means a message lost with Redis (a restart) strands nobody while the engine
-    is busy; the later messages then find nothing to claim."""
-    close_old_connections()
-    while True:
-        deployment = Deployment.objects.filter(pk=deployment_id()).first()
-        if deployment is None or not current(deployment):
-            return  # for the next engine of this deployment: it re-sends the message of every waiting job
-        job = queueing.claim_next(deployment.pk)
-        if job is None:
-            return
-        run_one(job)
-
-
-def run_one(job: Job) -> None:
-    try:
-        result = begin(job)
-    except EngineError as exc:  # ContextExceeded too: their messages are written for people
-        finish(job, JobStatus.FAILED, error=str(exc))
-        return
-    except Exception as exc:  # whatever else: a claimed job still ends, and says why
-        log.exception("job %s failed", job.pk)
-        finish(job, JobStatus.FAILED, error=unexpected(exc))
-        return
-    status = JobStatus.CANCELLED if result.cancelled else JobStatus.SUCCEEDED
-    finish(job, status, output=result.text, finish_reason=result.finish_reason,
-           prompt_tokens=result.prompt_tokens, completion_tokens=result.completion_tokens,
-           prompt_seconds=result.prompt_seconds, dropped_messages=result.dropped_messages,
-           first_token=datetime.fromtimestamp(result.first_token_at, tz=UTC) if result.first_token_at else None)
-
-
-def begin(job: Job):
-    """Tell listeners the claimed job runs, then run it on the engine (loaded first if need be)."""
-    queueing.announce_positions(job.deployment_id)
+def start(job: Job, engine: Engine) -> Work:
+    """Tell listeners the claimed job runs; its work for the batcher (EngineError if it cannot run)."""
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
-    State.out = State.out or stream.JobStream()
-    State.cancels = State.cancels or stream.CancelWatch(State.out.redis)
     out = State.out
     out.start(job.pk)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
-    return generate(engine_for(job.deployment), job, out)
+    asked_before = bool(out.redis.exists(queueing.cancel_key(job.pk)))  # before our watch was listening
+    if asked_before:
+        State.cancels.asked.add(job.pk)
+    prompt, stops, dropped = job_prompt(engine, job, out)
+    job.dropped_messages = dropped
+    params = job.params
+    # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs read
+    # their prompts whole; a conversation on the chat page, or a sampled request, reuses a cached prefix.
+    reuse = bool(job.conversation_id) or (params.get("seed") is None and params["temperature"] > 0)
+    return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+
+
+def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[int], list[str], int]:
+    if job.kind == JobKind.COMPLETION:
+        return engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), [], 0
+    if job.conversation_id:
+        # A conversation on the chat page goes on however long it gets: what no longer fits is left out (and
+        # the page says so). A script's messages are taken as sent: too long is its error to see.
+        prompt, stops, dropped = engine.fitting_chat_prompt(job.messages, answer_room(job, engine.ctx))
+        if dropped:
+            out.event(job.pk, "context", {"dropped": dropped, "kept": len(job.messages) - dropped,
+                                          "ctx": engine.ctx})
+        return prompt, stops, dropped
+    prompt, stops = engine.chat_prompt(job.messages)
+    return prompt, stops, 0
+
+
+def outcome_fields(job: Job, outcome: Outcome) -> dict:
+    return {"output": outcome.text, "finish_reason": outcome.finish_reason,
+            "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
+            "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,
+            "first_token": (datetime.fromtimestamp(outcome.first_token_at, tz=UTC)
+                            if outcome.first_token_at else None)}
+
+
+def failed(job: Job, exc: Exception) -> None:
+    """A claimed job that could not run ends, saying why."""
+    if isinstance(exc, EngineError):  # ContextExceeded too: their messages are written for people
+        finish(job, JobStatus.FAILED, error=str(exc))
+        return
+    log.error("job %s failed", job.pk, exc_info=exc)
+    finish(job, JobStatus.FAILED, error=unexpected(exc))
 
 
 def unexpected(exc: Exception) -> str:
@@ -155,26 +166,6 @@ def from_chat_template(exc: Exception) -> bool:
 
     return isinstance(exc, jinja2.TemplateError) or any(
         frame.f_code.co_filename == "<template>" for frame, _ in traceback.walk_tb(exc.__traceback__))
-
-
-def generate(engine: Engine, job: Job, out: stream.JobStream):
-    asked_before = bool(out.redis.exists(queueing.cancel_key(job.pk)))  # before our watch was listening
-    dropped = 0
-    if job.kind == JobKind.COMPLETION:
-        prompt, stops = engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), []
-    elif job.conversation_id:
-        # A conversation on the chat page goes on however long it gets: what no longer fits is left out (and
-        # the page says so). A script's messages are taken as sent: too long is its error to see.
-        prompt, stops, dropped = engine.fitting_chat_prompt(job.messages, answer_room(job, engine.ctx))
-        if dropped:
-            out.event(job.pk, "context", {"dropped": dropped, "kept": len(job.messages) - dropped,
-                                          "ctx": engine.ctx})
-    else:
-        prompt, stops = engine.chat_prompt(job.messages)
-    result = engine.run(prompt, job.params, lambda text: out.token(job.pk, text),
-                        lambda: asked_before or State.cancels(job.pk), stops)
-    result.dropped_messages = dropped
-    return result
 
 
 def answer_room(job: Job, ctx: int) -> int:

@@ -68,64 +68,82 @@ class JobStream:
     Redis runs a connection's commands in order, so `flush()` knows all is stored once a
     command with a reply comes back.
 
-    Tokens made less than `hold_ms` after the last send wait for the next one and travel
+    Tokens made less than `hold_ms` after the last send of their job wait for the next one and travel
     together: one Redis message and one wake-up of each listener for several tokens,
     which a fast model on a small head pays for in tokens/s. Listeners still get one
     event per token. A token is shown at most `hold_ms` plus one token's time late; the
     first token of a job, and any token after a pause of `hold_ms`, goes at once.
+
+    An engine running several jobs sets `deferring`: tokens due are then sent by
+    `send_due()` after each decode step, every job's in one write.
     """
 
     def __init__(self, hold_ms: float | None = None) -> None:
         self.redis = store()
         self.hold_s = (settings.STREAM_HOLD_MS if hold_ms is None else hold_ms) / 1000
         self.seq: dict[int, int] = {}
-        self.held: list[str] = []
-        self.held_for: int | None = None
-        self.sent_at = 0.0
+        self.held: dict[int, list[str]] = {}  # job → its events not sent yet, in order
+        self.sent_at: dict[int, float] = {}
+        self.due: set[int] = set()
+        self.deferring = False
         self._connection = None
         self._retry_at = 0.0
 
     def start(self, job_id: int) -> None:
         self.redis.delete(key(job_id))  # an earlier attempt's tokens are not this attempt's
-        self.seq[job_id], self.sent_at = 0, 0.0
+        self.seq[job_id], self.sent_at[job_id] = 0, 0.0
+        self.held.pop(job_id, None)
 
     def token(self, job_id: int, text: str) -> None:
         self._hold(job_id, "token", {"text": text, "t": time.time()})
-        now = time.monotonic()
-        if now - self.sent_at >= self.hold_s:  # status events do not count: the first token always goes at once
-            self._send()
-            self.sent_at = now
+        if time.monotonic() - self.sent_at.get(job_id, 0.0) >= self.hold_s:
+            self.due.add(job_id)
+            if not self.deferring:
+                self.send_due()
 
     def event(self, job_id: int, kind: str, payload: dict) -> None:
         self._hold(job_id, kind, payload)
-        self._send()
+        self._send([job_id], stamp=False)  # status events do not count: a job's first token goes at once
+
+    def forget(self, job_id: int) -> None:
+        """The job ended and everything of it was sent: its counters go (an engine runs jobs for weeks)."""
+        for kept_by_job in (self.seq, self.held, self.sent_at):
+            kept_by_job.pop(job_id, None)
+        self.due.discard(job_id)
 
     def _hold(self, job_id: int, kind: str, payload: dict) -> None:
-        if self.held_for != job_id:
-            self._send()
         self.seq[job_id] = seq = self.seq.get(job_id, 0) + 1
-        self.held.append(json.dumps({"seq": seq, "event": kind, **payload}))
-        self.held_for = job_id
+        self.held.setdefault(job_id, []).append(json.dumps({"seq": seq, "event": kind, **payload}))
 
-    def _send(self) -> None:
-        if not self.held:
+    def send_due(self) -> None:
+        due, self.due = self.due, set()
+        self._send(sorted(due))
+
+    def _send(self, job_ids, stamp: bool = True) -> None:
+        commands, now = [], time.monotonic()
+        for job_id in job_ids:
+            texts = self.held.pop(job_id, None)
+            if not texts:
+                continue
+            if stamp:
+                self.sent_at[job_id] = now
+            self.due.discard(job_id)
+            message = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
+            commands += [("RPUSH", key(job_id), *texts), ("PUBLISH", channel(job_id), message),
+                         ("EXPIRE", key(job_id), KEEP_S)]
+        if not commands:
             return
-        job_id, texts = self.held_for, self.held
-        self.held = []
-        message = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
-        commands = [("RPUSH", key(job_id), *texts), ("PUBLISH", channel(job_id), message),
-                    ("EXPIRE", key(job_id), KEEP_S)]
         try:
             connection = self._connect()
             connection.send_packed_command(connection.pack_commands(commands), check_health=False)
         except (redis.RedisError, OSError) as exc:  # the job's row stays the truth; a listener catches up from it
-            log.warning("could not send job %s's events: %s", job_id, exc)
+            log.warning("could not send the events of jobs %s: %s", list(job_ids), exc)
             self._drop()
 
     def flush(self) -> bool:
         """Send what is held; return once Redis has stored everything sent so far. False when it could not
         confirm that (some events may be lost)."""
-        self._send()
+        self._send(list(self.held))
         try:
             connection = self._connect()
             connection.send_command("CLIENT", "REPLY", "ON", check_health=False)
@@ -160,18 +178,36 @@ class JobStream:
 CANCEL_CHANNEL = "jobs:cancel"
 
 
-class CancelWatch:
-    """Which running jobs were asked to stop. A Redis subscriber thread (idle until a message comes) sets a
-    flag, so the engine's check after every token costs no round trip."""
+def new_work_channel(queue: str) -> str:
+    """Where a new job for the engine on `queue` is announced (jobs/messages.py), besides its Celery message,
+    which the engine's worker does not read while its engine is running jobs."""
+    return f"{queue}:new"
 
-    def __init__(self, redis_client: redis.Redis) -> None:
+
+class CancelWatch:
+    """Which running jobs were asked to stop, and whether new jobs came. A Redis subscriber thread (idle until
+    a message comes) sets flags, so the engine's checks after every step cost no round trip."""
+
+    def __init__(self, redis_client: redis.Redis, new_work: str | None = None) -> None:
         self.asked: set[int] = set()
+        self.new_work = False
         self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
-        self.pubsub.subscribe(**{CANCEL_CHANNEL: self._on_message})
+        channels = {CANCEL_CHANNEL: self._on_message}
+        if new_work:
+            channels[new_work] = self._on_new_work
+        self.pubsub.subscribe(**channels)
         self.thread = self.pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=self._on_error)
 
     def _on_message(self, message: dict) -> None:
         self.asked.add(int(message["data"]))
+
+    def _on_new_work(self, message: dict) -> None:
+        self.new_work = True
+
+    def take_new_work(self) -> bool:
+        """Whether a job came since the last call."""
+        came, self.new_work = self.new_work, False
+        return came
 
     @staticmethod
     def _on_error(exc: BaseException, pubsub, thread) -> None:
@@ -181,6 +217,9 @@ class CancelWatch:
 
     def __call__(self, job_id: int) -> bool:
         return job_id in self.asked
+
+    def forget(self, job_id: int) -> None:
+        self.asked.discard(job_id)
 
 
 def ask_to_cancel(job_id: int, cancel_key: str) -> None:

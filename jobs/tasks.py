@@ -1,7 +1,7 @@
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
-from jobs import engine_child, queueing, runner
+from jobs import engine_child, queueing, runner, serve
 
 
 @worker_process_init.connect
@@ -25,7 +25,7 @@ def settle_abandoned_on_start(**kwargs) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def run_job(job_id: int) -> None:
     """Runs in the deployment's engine worker (queue `engine.<id>`)."""
-    runner.run(job_id)
+    serve.run(job_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -14,7 +14,7 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from clusterpanel.redis_server import RedisServer
-from jobs import chat, queueing, runner, stream
+from jobs import chat, queueing, serve, stream
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
 from models_app import deploy
@@ -109,7 +109,7 @@ def test_a_job_fails_saying_so_when_redis_is_unreachable_as_it_starts(conversati
     listener = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(stream.group(job.pk), listener)
 
-    runner.run(job.pk)
+    serve.run(job.pk)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.finished
     assert job.error.startswith("The panel's Redis, which carries answers to you, did not answer"), job.error

@@ -13,7 +13,7 @@ import json
 import pytest
 from django.test import Client
 
-from jobs import batch_output, batches, runner
+from jobs import batch_output, batches, runner, serve
 from jobs.models import Batch, JobStatus
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
@@ -68,7 +68,7 @@ def ran(on_the_head, engine_here, bob) -> Batch:
     lines.append(json.dumps({"custom_id": REJECTED_ID, "method": "POST", "url": "/v1/chat/completions",
                              "body": {"messages": []}}))
     batch = batches.from_file(bob, on_the_head, "hostile.jsonl", "\n".join(lines).encode())
-    runner.run(batch.items.first().pk)  # runs every waiting job of the deployment, one after another
+    serve.run(batch.items.first().pk)  # runs every waiting job of the deployment, one after another
     assert set(batch.items.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
     return batch
 
