@@ -3,15 +3,22 @@
 Queue messages are only wake-up calls, one per job: each lets the engine claim,
 in the database, the job that comes first (`claim_next`), so a message delivered
 twice runs nothing twice, and an engine that starts re-sends the messages of
-every job still queued. Which job comes first is `ORDER`: whatever people wait
-for (chat, the APIs) before batch items, oldest first within each; a running
-job is never interrupted, so a chat waits at most for the batch item under way.
+every job still queued. Which job comes first (`in_turn`): whatever people wait
+for (chat, the APIs) before batch items. Among those, people take turns: a
+job's turn is how many jobs its user has running on the deployment plus how
+many of that user's own it waits behind, and jobs go by turn, then age; so one
+person's fifty script requests do not keep another's chat waiting behind them
+all. Jobs without a user take turns as one person. Batch items come after, in
+the order their batches came and each batch in line order (`ORDER`). A running
+job is never interrupted; an engine with free slots keeps one for people
+(`claim_next(batch_allowed=False)`), so a chat need not wait for a batch item.
 """
 
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import F, Q
+from django.db.models import BigIntegerField, Count, F, OuterRef, Q, Subquery, Value, Window
+from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 from redis.exceptions import RedisError
 
@@ -26,6 +33,7 @@ GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs the
 # tokens: reading a long prompt on slow laptops can take tens of seconds before the first.
 STOP_CONFIRM_S = 60
 ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in the order they came, too
+NOBODY = Value(0, output_field=BigIntegerField())  # the one "person" of jobs without a user: no user has pk 0
 
 
 class QueueError(Exception):
@@ -51,8 +59,16 @@ def submit(job: Job) -> Job:
     """Save a new job and wake its deployment's engine once the row is committed."""
     check_deployment(job.deployment)
     job.save()
-    transaction.on_commit(lambda: hand_over(job))
+    transaction.on_commit(lambda: queued(job))
     return job
+
+
+def queued(job: Job) -> None:
+    """Wake the engine; a job people wait for may go ahead of others waiting (they take turns): tell those
+    behind it their new places."""
+    hand_over(job)
+    if job.batch_id is None:
+        announce_positions(job.deployment_id, start=position(job) + 1)
 
 
 def submit_many(jobs: list[Job]) -> list[Job]:
@@ -113,11 +129,12 @@ def wake_if_stalled(deployment: Deployment, quiet_s: float) -> bool:
     return True
 
 
-def claim_next(deployment_id: int) -> Job | None:
-    """The deployment's first waiting job, now RUNNING and ours; None if none waits (its message found
-    the job it was sent for already run by an earlier message)."""
+def claim_next(deployment_id: int, batch_allowed: bool = True) -> Job | None:
+    """The deployment's first waiting job (`in_turn`, then batch items), now RUNNING and ours; None if none
+    waits (its message found the job it was sent for already run by an earlier message). Without
+    `batch_allowed`, batch items are passed over: the engine keeps that slot for people."""
     while True:
-        first = waiting(deployment_id).values_list("pk", flat=True).first()
+        first = next_in_line(deployment_id, batch_allowed)
         if first is None:
             return None
         job = claim(first)
@@ -125,8 +142,11 @@ def claim_next(deployment_id: int) -> Job | None:
             return job
 
 
-def waiting(deployment_id: int):
-    return Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).order_by(*ORDER)
+def next_in_line(deployment_id: int, batch_allowed: bool) -> int | None:
+    first = in_turn(deployment_id).values_list("pk", flat=True).first()
+    if first is None and batch_allowed:
+        first = waiting(deployment_id).filter(batch__isnull=False).values_list("pk", flat=True).first()
+    return first
 
 
 def claim(job_id: int) -> Job | None:
@@ -136,24 +156,60 @@ def claim(job_id: int) -> Job | None:
     return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id) if taken else None
 
 
+def waiting(deployment_id: int):
+    """Every waiting job, people's before batch items; among people's, oldest first, not in turn (`in_turn`)."""
+    return Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).order_by(*ORDER)
+
+
+def person():
+    return Coalesce("user_id", NOBODY, output_field=BigIntegerField())
+
+
+def in_turn(deployment_id: int):
+    """The waiting interactive jobs (batch_id null) in the order they run: by turn, then age. A job's turn is
+    what its user has running on the deployment plus the user's own interactive jobs waiting ahead of it.
+    Claiming a job leaves every other's turn as it was (one running more, one waiting ahead fewer), so this
+    order holds until a job ends or a new one comes. One query, however many wait."""
+    running = (Job.objects.filter(deployment=deployment_id, status=JobStatus.RUNNING)
+               .annotate(person=person()).filter(person=OuterRef("person"))
+               .order_by().values("person").annotate(n=Count("pk")).values("n"))
+    ahead_of_own = Window(RowNumber(), partition_by=F("person"), order_by=[F("created").asc(), F("pk").asc()])
+    return (waiting(deployment_id).filter(batch__isnull=True).annotate(person=person())
+            .annotate(turn=Coalesce(Subquery(running), 0) + ahead_of_own - 1)
+            .order_by("turn", "created", "pk"))
+
+
+def earlier(job: Job) -> Q:
+    return Q(created__lt=job.created) | Q(created=job.created, pk__lt=job.pk)
+
+
+def turn(job: Job) -> int:
+    """`in_turn`'s turn of one waiting interactive job."""
+    own = Q(user=job.user_id) if job.user_id is not None else Q(user__isnull=True)
+    counts = Job.objects.filter(own, deployment=job.deployment_id).aggregate(
+        running=Count("pk", filter=Q(status=JobStatus.RUNNING)),
+        ahead=Count("pk", filter=Q(status=JobStatus.QUEUED, batch__isnull=True) & earlier(job)))
+    return counts["running"] + counts["ahead"]
+
+
 def position(job: Job) -> int:
-    """1 for the next job to run; 0 when it is not waiting."""
+    """1 for the next job to be claimed; 0 when it is not waiting."""
     if job.status != JobStatus.QUEUED:
         return 0
-    earlier = Q(created__lt=job.created) | Q(created=job.created, pk__lt=job.pk)
     if job.batch_id is None:
-        ahead = Q(batch__isnull=True) & earlier
-    else:
-        ahead = Q(batch__isnull=True) | Q(batch_id__lt=job.batch_id) | (Q(batch_id=job.batch_id) & earlier)
+        mine = turn(job)
+        ahead = Q(turn__lt=mine) | Q(turn=mine) & earlier(job)
+        return in_turn(job.deployment_id).filter(ahead).count() + 1
+    ahead = Q(batch__isnull=True) | Q(batch_id__lt=job.batch_id) | (Q(batch_id=job.batch_id) & earlier(job))
     return waiting(job.deployment_id).filter(ahead).count() + 1
 
 
-def announce_positions(deployment_id: int) -> None:
-    """Tell every waiting job's listeners where it now stands. Batch items are counted, not told: a batch
-    page shows counts, and telling thousands of items after every job would cost more than the jobs.
-    The others all come before them (ORDER), so their places are 1, 2, 3..."""
-    others = waiting(deployment_id).filter(batch__isnull=True).values_list("pk", flat=True)
-    for place, job_id in enumerate(others, start=1):
+def announce_positions(deployment_id: int, start: int = 1) -> None:
+    """Tell each waiting interactive job's listeners where it now stands, from place `start` on (those before
+    it did not move). Batch items are counted, not told: a batch page shows counts, and telling thousands of
+    items after every job would cost more than the jobs; they all come after these (ORDER)."""
+    others = in_turn(deployment_id).values_list("pk", flat=True)[start - 1:]
+    for place, job_id in enumerate(others, start=start):
         broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
 
 
@@ -196,7 +252,9 @@ def stop_unconfirmed(job_id: int, attempt: int) -> None:
 def end_stopped(job_id: int, attempt: int, why: str) -> None:
     if Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
             status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
-        ended(Job.objects.get(pk=job_id))
+        job = Job.objects.get(pk=job_id)
+        ended(job)
+        announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
 
 
 def settle_abandoned(deployment_id: int | None = None) -> int:
