@@ -3,7 +3,8 @@
 The measurements (tests/models_app/fixtures/memory_measurements.json) come from
 `bench/memory_calibration.py --write-fixture`: three models of two architectures,
 contexts 512 to 4096, split over real ggml-rpc-servers, each given a prompt that
-fills its context. The live check on simulated laptops is test_memory_on_laptops.py.
+fills its context; and at 512 and 2048 with 4 slots (a KV stream each, every one
+filled). The live check on simulated laptops is test_memory_on_laptops.py.
 """
 
 import json
@@ -24,10 +25,11 @@ def within_target(prediction: int, measured: int) -> bool:
 def test_the_fixture_covers_two_architectures_and_several_contexts():
     assert {run["shape"]["n_ff"] for run in RUNS} >= {1536, 7168, 2048}
     assert {run["ctx"] for run in RUNS} >= {512, 2048}
+    assert {run.get("slots", 1) for run in RUNS} >= {1, 4}, "one sequence, and several each in its own KV stream"
     assert all(run["prompt_tokens"] > run["ctx"] * 0.9 for run in RUNS), "each run must fill its context"
 
 
-@pytest.mark.parametrize("run", RUNS, ids=lambda run: f"{run['model']}-ctx{run['ctx']}")
+@pytest.mark.parametrize("run", RUNS, ids=lambda run: f"{run['model']}-ctx{run['ctx']}-slots{run.get('slots', 1)}")
 def test_every_machine_is_predicted_within_five_percent_or_32_mib(run):
     memory = predicted(run)
     measured = [run["head_growth"], *run["servers_rss"]]
@@ -36,7 +38,7 @@ def test_every_machine_is_predicted_within_five_percent_or_32_mib(run):
     assert not misses, f"(machine, predicted MiB, measured MiB) outside the target: {misses}"
 
 
-@pytest.mark.parametrize("run", RUNS, ids=lambda run: f"{run['model']}-ctx{run['ctx']}")
+@pytest.mark.parametrize("run", RUNS, ids=lambda run: f"{run['model']}-ctx{run['ctx']}-slots{run.get('slots', 1)}")
 def test_weights_and_kv_cache_equal_what_llama_cpp_allocated(run):
     """Not fitted: these come from the file and the shapes, and must match llama.cpp to the MiB."""
     memory = predicted(run)

@@ -1,6 +1,7 @@
 """Predicted memory against what the simulated laptops and the head really hold, at two contexts, for two
 models of different architectures (the bundled llama-architecture SmolLM2, and a qwen2 file written here
-whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold)."""
+whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold); and with 4 slots, every one
+of them holding a full context (for SmolLM2 at 2048 tokens the three slots more are 45 MiB a laptop)."""
 
 import pytest
 
@@ -19,11 +20,12 @@ def laptops(lan, transactional_db):
     return register_all(lan(3), then=ActionKind.PROBE)
 
 
-def deploy_and_measure(model, laptops, ctx):
-    deployment = deploy.create(model, laptops, ctx, mode="even")
+def deploy_and_measure(model, laptops, ctx, slots=1):
+    deployment = deploy.create(model, laptops, ctx, mode="even", slots=slots)
     deploy.prepare(deployment, measure_peak=True)
     deployment.refresh_from_db()
     assert deployment.status == DeploymentStatus.READY, deployment.status_detail
+    assert deployment.slots == deployment.plan["slots"] == slots
     rows = accuracy(deployment.plan)
     deploy.stop(deployment)
     wait_until(lambda: not RpcServer.objects.filter(wanted=False, pid__isnull=False).exists(), 30,
@@ -36,8 +38,17 @@ def test_predictions_hold_on_the_laptops_for_two_models_at_two_contexts(laptops,
     assert qwen2.architecture == "qwen2" and max(qwen2.other_tensors.values()) > 10 * 2**20
     for model in (ensure_bundled(), qwen2):
         for ctx in (512, 2048):
-            rows = deploy_and_measure(model, laptops, ctx)
-            assert {row["machine"] for row in rows} == {"head", *(node.name for node in laptops)}
-            misses = [(row["machine"], row["predicted"] >> 20, row["measured"] >> 20) for row in rows
-                      if not row["within"]]
-            assert not misses, f"{model.name} at ctx {ctx}: (machine, predicted MiB, measured MiB) {misses}"
+            check(model, laptops, ctx)
+
+
+def test_predictions_hold_with_four_slots_each_holding_a_full_context(laptops, supervisor, tmp_path):
+    qwen2 = register_path(write_loadable_model(tmp_path / "qwen2.gguf"), checksum_now=True)
+    for model in (ensure_bundled(), qwen2):
+        check(model, laptops, 2048, slots=4)
+
+
+def check(model, laptops, ctx, slots=1):
+    rows = deploy_and_measure(model, laptops, ctx, slots)
+    assert {row["machine"] for row in rows} == {"head", *(node.name for node in laptops)}
+    misses = [(row["machine"], row["predicted"] >> 20, row["measured"] >> 20) for row in rows if not row["within"]]
+    assert not misses, f"{model.name} at ctx {ctx}, {slots} slots: (machine, predicted MiB, measured MiB) {misses}"
