@@ -200,7 +200,7 @@ def position(job: Job) -> int:
         return 0
     if job.batch_id is None:
         mine = turn(job)
-        ahead = Q(turn__lt=mine) | Q(turn=mine) & earlier(job)
+        ahead = Q(turn__lt=mine) | (Q(turn=mine) & earlier(job))
         return in_turn(job.deployment_id).filter(ahead).count() + 1
     ahead = Q(batch__isnull=True) | Q(batch_id__lt=job.batch_id) | (Q(batch_id=job.batch_id) & earlier(job))
     return waiting(job.deployment_id).filter(ahead).count() + 1
