@@ -73,7 +73,9 @@ class Job(models.Model):
     started = models.DateTimeField(null=True, blank=True)
     first_token = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
-    prompt_seconds = models.FloatField(null=True, blank=True)  # prompt processing, as llama.cpp timed it
+    prompt_seconds = models.FloatField(null=True, blank=True)  # reading the prompt: joining the batch to first token
+    # Prompt tokens the engine found already read (a conversation's earlier turns) and did not read again.
+    cached_tokens = models.PositiveIntegerField(default=0)
     # A conversation's oldest messages the model did not see: they no longer fit in the deployment's context.
     dropped_messages = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -111,6 +113,7 @@ class Job(models.Model):
                              if self.completion_tokens and self.completion_tokens > 1 and generating else None),
             "total_s": seconds(self.created, self.finished),
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
+            "cached_tokens": self.cached_tokens,
         }
 
     def summary(self) -> dict:

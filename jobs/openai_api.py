@@ -111,7 +111,8 @@ def failure(done: dict, request: Request) -> tuple[int, dict]:
 def usage(done: dict) -> dict:
     timings = done.get("timings") or {}
     prompt, completion = timings.get("prompt_tokens") or 0, timings.get("completion_tokens") or 0
-    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion}
+    return {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion,
+            "prompt_tokens_details": {"cached_tokens": timings.get("cached_tokens") or 0}}
 
 
 def finish_reason(done: dict) -> str:

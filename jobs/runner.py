@@ -83,7 +83,8 @@ def load(deployment: Deployment) -> Engine:
         deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
         State.retired = True
         raise
-    set_engine(deployment, state="ready", progress=1.0)
+    set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
+               at=time.time())  # what a previous engine last reported is not this one's
     return engine
 
 
@@ -135,6 +136,7 @@ def outcome_fields(job: Job, outcome: Outcome) -> dict:
     return {"output": outcome.text, "finish_reason": outcome.finish_reason,
             "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
             "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,
+            "cached_tokens": outcome.reused_tokens,
             "first_token": (datetime.fromtimestamp(outcome.first_token_at, tz=UTC)
                             if outcome.first_token_at else None)}
 

@@ -18,7 +18,8 @@ from models_app.planning import head_machine
 
 PROMPT = [{"role": "user", "content": "List the planets of the solar system in order, one per line."}]
 TOKENS = 48
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": TOKENS, "stop": []}
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": TOKENS, "stop": [],
+          "alone": True}  # run by itself (jobs/serve.py): beside others, batched arithmetic may part from the head
 
 
 def verify(deployment: Deployment, user=None, within: float = 600) -> dict:

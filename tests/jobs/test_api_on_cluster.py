@@ -61,7 +61,8 @@ def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, w
     assert text["object"] == "text_completion" and text["choices"][0]["text"] == reference["text"]
     assert text["usage"] == {"prompt_tokens": reference["prompt_tokens"],
                              "completion_tokens": reference["completion_tokens"],
-                             "total_tokens": reference["prompt_tokens"] + reference["completion_tokens"]}
+                             "total_tokens": reference["prompt_tokens"] + reference["completion_tokens"],
+                             "prompt_tokens_details": {"cached_tokens": 0}}
 
 
 def test_a_client_that_hangs_up_cancels_its_job_and_a_long_prompt_is_a_400(cluster, web_server, auth):

@@ -131,7 +131,8 @@ def test_the_jsonl_download_is_the_openai_batch_output_one_row_per_line(ran, bob
     assert body["object"] == "chat.completion" and body["model"] == "standin"
     assert body["choices"][0]["message"] == {"role": "assistant", "content": "Hello one"}
     assert body["choices"][0]["finish_reason"] == "stop"
-    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8}
+    assert body["usage"] == {"prompt_tokens": 5, "completion_tokens": 3, "total_tokens": 8,
+                             "prompt_tokens_details": {"cached_tokens": 0}}
     assert q2["response"]["status_code"] == 400
     assert q2["response"]["body"]["error"]["message"] == "Line 3: The prompt is empty."
     assert q3["response"]["body"]["choices"][0]["message"]["content"] == "Hello three", "the retry's result"
