@@ -21,8 +21,8 @@ from tests.nodes.test_live_updates import headers_for
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "stop": []}
 
 
-def deploy_bundled(laptops, ctx: int = 1024) -> Deployment:
-    deployment = deploy.create(ensure_bundled(), laptops, ctx, mode="even")
+def deploy_bundled(laptops, ctx: int = 1024, slots: int = 1) -> Deployment:
+    deployment = deploy.create(ensure_bundled(), laptops, ctx, mode="even", slots=slots)
     deploy.prepare(deployment)
     deployment.refresh_from_db()
     assert deployment.status == DeploymentStatus.READY, deployment.status_detail

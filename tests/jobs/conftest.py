@@ -43,10 +43,16 @@ def cluster_ctx() -> int:
 
 
 @pytest.fixture
-def cluster(lan, transactional_db, supervisor, bob, cluster_ctx) -> Deployment:
+def cluster_slots() -> int:
+    """How many jobs the `cluster` deployment's engine runs at once; a test module overrides this fixture."""
+    return 1
+
+
+@pytest.fixture
+def cluster(lan, transactional_db, supervisor, bob, cluster_ctx, cluster_slots) -> Deployment:
     """The bundled model across three simulated laptops, the chat page's default, its engine loaded. The
     supervisor, and with it every engine, stops at the end."""
-    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=cluster_ctx)
+    deployment = deploy_bundled(register_all(lan(3), then=ActionKind.PROBE), ctx=cluster_ctx, slots=cluster_slots)
     deployment.is_default = True
     deployment.save(update_fields=["is_default"])
     engine_ready(deployment)
