@@ -34,15 +34,16 @@ def server_argv(deployment, endpoints: list[str], slots: int, port: int) -> list
             "-ngl", str(plan["n_gpu_layers"]), "--tensor-split", ",".join(str(x) for x in plan["tensor_split"]),
             "-np", str(slots), "-c", str(deployment.ctx * slots), "--no-kv-unified", "-fa", "off",
             "-b", "512", "-ub", "512", "-t", str(max(cores // 2, 1)), "-tb", str(cores), "--cache-ram", "0",
-            "--no-webui", "--host", "127.0.0.1", "--port", str(port), "--verbosity", "4"]
+            "--no-webui", "--host", "127.0.0.1", "--port", str(port)]
 
 
-def tunnelled_servers(deployment) -> tuple[list[str], list]:
+def tunnelled_servers(deployment, started: list) -> list[str]:
     """An rpc-server of its own on each of the deployment's laptops (bound to the laptop's loopback, as the
-    panel's are), each behind an SSH forward; the local endpoints in pipeline order."""
+    panel's are), each behind an SSH forward (added to `started` as they start); the local endpoints in
+    pipeline order."""
     from nodes import rpcserver, ssh
 
-    endpoints, started = [], []
+    endpoints = []
     for stage in deployment.stages.select_related("node").order_by("position"):
         target = stage.node.ssh_target()
         rpcserver.start(target, stage.node.install_dir, RPC_PORT, bind="127.0.0.1")
@@ -50,7 +51,7 @@ def tunnelled_servers(deployment) -> tuple[list[str], list]:
         started.append((stage.node, forward))
         endpoints.append(f"127.0.0.1:{forward.local_port}")
     time.sleep(1)
-    return endpoints, started
+    return endpoints
 
 
 def stop_servers(started: list) -> None:
@@ -92,26 +93,41 @@ def check_placement(deployment, log: Path) -> None:
         raise SystemExit(f"llama-server placed the layers as {found}, not as the panel's plan {expected}.")
 
 
+def start(argv: list[str], port: int, log: Path) -> subprocess.Popen:
+    with open(log, "wb") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    try:
+        wait_loaded(process, port, log)
+    except BaseException:
+        end(process)
+        raise
+    return process
+
+
+def end(process: subprocess.Popen) -> None:
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+
+
 @contextmanager
 def llama_server(deployment, slots: int):
-    """The port of a loaded llama-server for `deployment`'s model and plan; everything it needs ends after."""
-    endpoints, started = tunnelled_servers(deployment)
+    """The port of a loaded llama-server for `deployment`'s model and plan; everything it needs ends after.
+    A first load at debug verbosity checks where the layers went; the measured server logs only at its
+    default level (debug logs some 25 lines a token)."""
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
-    port, process = free_port(), None
+    port, process, started = free_port(), None, []
     try:
-        with open(log, "wb") as out:
-            process = subprocess.Popen(server_argv(deployment, endpoints, slots, port), stdout=out,
-                                       stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-        wait_loaded(process, port, log)
+        endpoints = tunnelled_servers(deployment, started)
+        end(start([*server_argv(deployment, endpoints, slots, port), "--verbosity", "5"], port, log))
         check_placement(deployment, log)
+        process = start(server_argv(deployment, endpoints, slots, port), port, log)
         yield port
     finally:
         if process is not None:
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(process)
         stop_servers(started)
         log.unlink(missing_ok=True)

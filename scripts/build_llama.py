@@ -289,7 +289,7 @@ def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path
         logs / "llama-server-configure.log",
     )
     run_step(
-        "build llama-server (10 to 20 min on 2 cores)",
+        "build llama-server (15 to 25 min on 2 cores)",
         ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", "llama-server"],
         logs / "llama-server-build.log",
     )
