@@ -160,9 +160,11 @@ def main() -> None:
             with ExitStack() as stack:
                 targets = Targets(panel, stack, model_file(name, panel), args)
                 results[name] = concurrent_rounds(targets, args, headers)
+                report(args, {name: results[name]}, {})  # kept in the output even if a later part fails
                 if args.batch_lines and name == args.models[0]:
                     batches[name] = batch_rounds(targets, args)
                 targets.stop()
+    print("\n## All results")
     report(args, results, batches)
 
 
