@@ -81,7 +81,7 @@ class Server:
             job, self.alone = self.alone, None
             self.begin(job)
             return
-        if not self.batcher.free or self.alone is not None or not self.still_current(now):
+        if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
             return
         word = runner.State.cancels.take_new_work()
         if not (word or now - self.looked_at >= LOOK_EVERY_S or not self.batcher.busy or self.freed):
@@ -101,6 +101,9 @@ class Server:
             queueing.announce_positions(self.deployment.pk)
 
     freed = True  # a sequence came free since the database was last asked
+
+    def running_alone(self) -> bool:
+        return any(job.params.get("alone") for job in self.jobs.values())
 
     def batch_allowed(self) -> bool:
         slots = len(self.batcher.sequences)
@@ -129,11 +132,16 @@ class Server:
 
     def step(self) -> None:
         try:
-            ended = self.batcher.step()
+            self.step_and_end()
         except DecodeError as exc:
             self.fail_all(EngineError(f"llama.cpp could not compute the next tokens ({exc}); the jobs "
-                                             "running beside this one ended too."))
-            return
+                                      "running beside this one ended too."))
+        except Exception as exc:  # whatever else: the jobs in flight still end, and say why
+            log.exception("a decode step failed")
+            self.fail_all(exc)
+
+    def step_and_end(self) -> None:
+        ended = self.batcher.step()
         for key, outcome in ended:
             self.end(key, outcome)
         for seq in self.batcher.busy:
@@ -156,9 +164,10 @@ class Server:
     def fail_all(self, exc: Exception) -> None:
         """Every job in the step ends failed; the caches go (a failed step may have left them half written)."""
         for seq in list(self.batcher.busy):
-            job = self.jobs.pop(seq.work.key)
+            job = self.jobs.pop(seq.work.key, None)
             self.batcher.cancel(seq)
-            runner.failed(job, exc)
+            if job is not None:
+                runner.failed(job, exc)
         self.batcher.forget_all()
         self.freed = True
 
