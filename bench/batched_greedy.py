@@ -10,15 +10,19 @@ order); and how many lone answers equal
 single-process llama-cpp-python's `create_completion`, piece for piece (the engine's promise, which Verify
 checks).
 
-The engine runs on the head alone (no rpc-servers): the laptops' rpc-servers run the same ggml CPU kernels
-on the same batch shapes, so the arithmetic is the same there. A model without a chat template is given
-plain-text prompts (completions) instead.
+By default the engine runs on the head alone (no rpc-servers): the laptops' rpc-servers run the same ggml
+CPU kernels on the same batch shapes, so the arithmetic is the same there. `--lan N` runs the engine over N
+simulated laptops instead (1 Gbit links, every layer on the laptops, split evenly, servers reached directly);
+llama-cpp-python's reference still runs on the head alone, in a process of its own. A model without a chat
+template is given plain-text prompts (completions) instead.
 
     .venv/bin/python bench/batched_greedy.py [--models bundled qwen2] [--prompts 50] [--slots 8]
-                                             [--max-tokens 64] [--ctx 1024]
+                                             [--max-tokens 64] [--ctx 1024] [--lan 3]
 """
 
 import argparse
+import contextlib
+import multiprocessing
 import os
 import statistics
 import sys
@@ -120,7 +124,13 @@ def batched(engine, recorder, asked, params) -> list[list[int]]:
 
 
 def reference(path: Path, asked, params, ctx: int) -> list[list[str]]:
-    """Single-process llama-cpp-python's streamed pieces for each prompt, as Verify compares them."""
+    """Single-process llama-cpp-python's streamed pieces for each prompt, as Verify compares them. In a fresh
+    process: this one may have rpc-servers registered, which a plain Llama must not see."""
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        return pool.apply(reference_here, (path, asked, params, ctx))
+
+
+def reference_here(path: Path, asked, params, ctx: int) -> list[list[str]]:
     from llama_cpp import Llama
 
     llm = Llama(model_path=str(path), n_ctx=ctx, verbose=False)
@@ -142,11 +152,15 @@ def parting(a: list[int], b: list[int]) -> int:
     return min(len(a), len(b))
 
 
-def measure(name: str, path: Path, args) -> dict:
+def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
     from jobs.engine import Engine
+    from models_app.gguf_meta import read_metadata
+    from models_app.planner import proportional_counts
 
     params = {**GREEDY, "max_tokens": args.max_tokens}
-    engine = Engine(str(path), [], 0, [], args.ctx, [], slots=args.slots)
+    n_layer = read_metadata(path).n_layer
+    split = proportional_counts(n_layer + 1, [1.0] * len(endpoints)) if endpoints else []
+    engine = Engine(str(path), endpoints, n_layer + 1 if endpoints else 0, split, args.ctx, [], slots=args.slots)
     engine.load(lambda progress: None)
     recorder = Recorder(engine.batcher)
     asked, kind = prompts(engine, args.prompts)
@@ -168,10 +182,38 @@ def measure(name: str, path: Path, args) -> dict:
             "seconds": time.monotonic() - started}
 
 
+@contextlib.contextmanager
+def laptops(count: int):
+    """Endpoints of `count` simulated laptops' rpc-servers (none: the head alone)."""
+    if not count:
+        yield []
+        return
+    from lan import bench_lan, with_runtime
+
+    from nodes import rpcserver
+
+    install_dir, port = "~/.clusterpanel", 50213
+    with bench_lan(count, rate="1gbit", name="bgreedy", subnet="10.245.0.0/24") as lan:
+        nodes = with_runtime(lan, install_dir)
+        try:
+            for node in nodes:
+                rpcserver.start(node, install_dir, port, bind=node.host)
+            yield [f"{node.host}:{port}" for node in nodes]
+        finally:
+            for node in nodes:
+                rpcserver.stop(node, install_dir, port)
+
+
+def where_it_ran(args) -> str:
+    if not args.lan:
+        return "the head alone (CPU, no rpc-servers)"
+    return f"over {args.lan} simulated laptops (1 Gbit links, every layer on the laptops, even split)"
+
+
 def table(rows: list[dict], args) -> str:
     lines = [f"{args.prompts} prompts each, greedy, max_tokens {args.max_tokens}, ctx {args.ctx} per sequence; "
              f"alone = Engine.run at slots={args.slots}; batched = all through {args.slots} sequences kept busy; "
-             "head only (CPU)\n",
+             f"{where_it_ran(args)}\n",
              "| model | prompts | batched = alone, token for token | where the others part: median (range) "
              "| second batched pass = alone | alone = llama-cpp-python create_completion |",
              "|---|---|---:|---|---:|---:|"]
@@ -191,11 +233,12 @@ def main() -> None:
     parser.add_argument("--slots", type=int, default=8)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--ctx", type=int, default=1024)
+    parser.add_argument("--lan", type=int, default=0, metavar="LAPTOPS", help="0: the head alone")
     args = parser.parse_args()
     rows = []
-    with tempfile.TemporaryDirectory(prefix="batched-greedy-") as scratch:
+    with tempfile.TemporaryDirectory(prefix="batched-greedy-") as scratch, laptops(args.lan) as endpoints:
         for name in args.models:
-            rows.append(measure(name, model_path(name, Path(scratch)), args))
+            rows.append(measure(name, model_path(name, Path(scratch)), args, endpoints))
             row = rows[-1]
             print(f"{row['model']}: {row['same']} of {row['n']} equal, parting at {sorted(row['parts'])}, "
                   f"the two batched passes agree on {row['passes_agree']}, {row['seconds']:.0f} s", file=sys.stderr)
