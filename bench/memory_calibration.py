@@ -12,7 +12,8 @@ written with the `gguf` package.
 
 With --slots N the context is made as a deployment's engine makes it for N
 people at once (N sequences of the context each, every one in its own KV
-stream), and every sequence is filled.
+stream). llama.cpp clears the whole KV cache when it makes the context, so every
+stream is resident from the start; filling the first is enough for the peak.
 
 Prints the measurements against the planner's prediction (with the calibration
 in models_app/planner.py) and the least-squares fit of the calibration terms.
@@ -69,7 +70,7 @@ def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path, slots: int 
     try:
         answer = oneshot.complete([f"127.0.0.1:{port}" for _, port in servers], prompt, 4, model=model,
                                   n_gpu_layers=sum(counts[1:]), tensor_split=tuple(counts[1:]), ctx=ctx,
-                                  slots=slots, fill_context=slots > 1, timeout=900, while_loaded=lambda pid: {
+                                  slots=slots, timeout=900, while_loaded=lambda pid: {
                                       "head": rss(pid), "servers": [rss(p.pid) for p, _ in servers]})
     finally:
         for process, _ in servers:

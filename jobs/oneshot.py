@@ -34,7 +34,8 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     prompt's tokens until the context is full: the most memory a request can make llama.cpp touch.
     `chat`: messages to answer with the model's chat template instead of `prompt`. The answer has
     "pieces", the text of each generated token. `slots`: the context is made as a deployment's engine makes
-    it, for that many sequences of `ctx` tokens each (with `fill_context`, every one of them is filled)."""
+    it, for that many sequences of `ctx` tokens each (llama.cpp clears every sequence's KV cache when it makes
+    the context, so all of it is resident from the start; `fill_context` fills the first)."""
     # "--option=value": a prompt that begins with "-" is still the prompt, not an option.
     argv = [sys.executable, "-m", "jobs.oneshot", f"--prompt={prompt}", "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
@@ -134,8 +135,6 @@ def main() -> None:
         out = llm(prompt, max_tokens=args.max_tokens, temperature=0.0)
         pieces = None
     seconds = time.perf_counter() - start
-    if args.fill_context:
-        fill_other_sequences(llm, args.slots)
     print(json.dumps({"text": out["choices"][0]["text"], "completion_tokens": out["usage"]["completion_tokens"],
                       "prompt_tokens": out["usage"]["prompt_tokens"], "seconds": seconds, "pieces": pieces,
                       "rss_before_load": before}), flush=True)
@@ -162,25 +161,6 @@ def sequences(slots: int) -> Iterator[None]:
         yield
     finally:
         api.llama_context_default_params = original
-
-
-def fill_other_sequences(llm, slots: int) -> None:
-    """Sequence 0's full cache copied into every other sequence's stream, so every stream's memory is touched
-    as when `slots` long requests run at once. The copies happen at the next decode: one token in sequence 1."""
-    if slots < 2:
-        return
-    from llama_cpp import llama_cpp as api
-
-    for seq in range(1, slots):
-        llm._ctx.kv_cache_seq_cp(0, seq, -1, -1)
-    batch = api.llama_batch_init(1, 0, 1)
-    try:
-        batch.n_tokens, batch.token[0], batch.pos[0] = 1, llm.token_bos(), llm.n_tokens
-        batch.n_seq_id[0], batch.seq_id[0][0], batch.logits[0] = 1, 1, True
-        if api.llama_decode(llm._ctx.ctx, batch) != 0:
-            raise RuntimeError("llama.cpp could not decode a token in sequence 1")
-    finally:
-        api.llama_batch_free(batch)
 
 
 if __name__ == "__main__":

@@ -3,8 +3,9 @@
 The measurements (tests/models_app/fixtures/memory_measurements.json) come from
 `bench/memory_calibration.py --write-fixture`: three models of two architectures,
 contexts 512 to 4096, split over real ggml-rpc-servers, each given a prompt that
-fills its context; and at 512 and 2048 with 4 slots (a KV stream each, every one
-filled). The live check on simulated laptops is test_memory_on_laptops.py.
+fills its context; and at 512 and 2048 with 4 slots (a KV stream each, all of
+it resident: llama.cpp clears the cache when it makes the context). The live
+check on simulated laptops is test_memory_on_laptops.py.
 """
 
 import json

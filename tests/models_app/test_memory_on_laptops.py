@@ -1,7 +1,8 @@
 """Predicted memory against what the simulated laptops and the head really hold, at two contexts, for two
 models of different architectures (the bundled llama-architecture SmolLM2, and a qwen2 file written here
-whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold); and with 4 slots, every one
-of them holding a full context (for SmolLM2 at 2048 tokens the three slots more are 45 MiB a laptop)."""
+whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold); and with 4 slots, each with a
+KV stream of the whole context, all of it resident once llama.cpp has cleared it (for SmolLM2 at 2048 tokens
+the three slots more are 45 MiB a laptop)."""
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_predictions_hold_on_the_laptops_for_two_models_at_two_contexts(laptops,
             check(model, laptops, ctx)
 
 
-def test_predictions_hold_with_four_slots_each_holding_a_full_context(laptops, supervisor, tmp_path):
+def test_predictions_hold_with_four_slots_of_the_whole_context(laptops, supervisor, tmp_path):
     qwen2 = register_path(write_loadable_model(tmp_path / "qwen2.gguf"), checksum_now=True)
     for model in (ensure_bundled(), qwen2):
         check(model, laptops, 2048, slots=4)
