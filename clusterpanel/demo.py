@@ -47,7 +47,7 @@ def start(say) -> Deployment:
     for old in Deployment.objects.filter(stages__node__in=nodes, status__in=Deployment.ACTIVE).distinct():
         deploy.stop(old, detail="The demo laptops were made anew.")
     say("Demo: deploying the bundled model across them…")
-    deployment = deploy.create(ensure_bundled(), nodes, CTX, mode="fastest")
+    deployment = deploy.create(ensure_bundled(), nodes, CTX, mode="fastest", slots=None)  # as many as fit
     deploy.prepare(deployment)
     deployment.refresh_from_db()
     if deployment.status != DeploymentStatus.READY:

@@ -102,7 +102,8 @@ def job_cancel(request: HttpRequest, pk: int) -> JsonResponse:
 def deployment_summary(deployment: Deployment) -> dict:
     plan = deployment.plan or {}
     return {"id": deployment.pk, "model": deployment.model.name, "model_ids": inputs.model_ids(deployment),
-            "status": deployment.status, "ctx": deployment.ctx, "is_default": deployment.is_default,
+            "status": deployment.status, "ctx": deployment.ctx, "slots": deployment.slots,
+            "is_default": deployment.is_default,
             "created": deployment.created.isoformat(),
             "plan": {"mode": plan.get("mode"), "tokens_per_second": plan.get("tokens_per_second"),
                      "bottleneck": plan.get("bottleneck"),

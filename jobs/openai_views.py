@@ -59,7 +59,8 @@ def model_list() -> list[dict]:
             if name not in seen:
                 seen.add(name)
                 listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
-                               "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx})
+                               "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
+                               "slots": deployment.slots})
     return listed
 
 
