@@ -123,25 +123,41 @@ def batched(engine, recorder, asked, params) -> list[list[int]]:
     return [recorder.tokens.get(key + 1, []) for key in range(len(asked))]
 
 
-def reference(path: Path, asked, params, ctx: int) -> list[list[str]]:
-    """Single-process llama-cpp-python's streamed pieces for each prompt, as Verify compares them. In a fresh
-    process: this one may have rpc-servers registered, which a plain Llama must not see."""
+def reference(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], list[list[str]]]:
+    """Single-process llama-cpp-python's tokens and streamed pieces for each prompt (Verify compares pieces).
+    In a fresh process: this one may have rpc-servers registered, which a plain Llama must not see."""
     with multiprocessing.get_context("spawn").Pool(1) as pool:
         return pool.apply(reference_here, (path, asked, params, ctx))
 
 
-def reference_here(path: Path, asked, params, ctx: int) -> list[list[str]]:
-    from llama_cpp import Llama
+def reference_here(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], list[list[str]]]:
+    import llama_cpp
 
-    llm = Llama(model_path=str(path), n_ctx=ctx, verbose=False)
-    out = []
+    llm = llama_cpp.Llama(model_path=str(path), n_ctx=ctx, verbose=False)
+    sampled, sample = [], llm.sample
+
+    def recording(*args, **kwargs):  # create_completion samples through generate, which calls self.sample
+        token = sample(*args, **kwargs)
+        sampled.append(token)
+        return token
+
+    llm.sample = recording
+    tokens, pieces = [], []
     for prompt, stops in asked:
+        sampled.clear()
         stream = llm.create_completion(prompt, stream=True, max_tokens=params["max_tokens"],
                                        temperature=0.0, top_p=1.0, top_k=40, repeat_penalty=1.0, stop=stops or None)
-        out.append([chunk["choices"][0]["text"] for chunk in stream if chunk["choices"][0]["text"]])
+        pieces.append([chunk["choices"][0]["text"] for chunk in stream if chunk["choices"][0]["text"]])
+        tokens.append([token for token in sampled if not llama_cpp.llama_vocab_is_eog(llm._model.vocab, token)])
         llm.reset()
     del llm
-    return out
+    return tokens, pieces
+
+
+def first_difference(mine: list[str], theirs: list[str]) -> str:
+    """Where two lists of pieces part, and the pieces there, for the log."""
+    at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if a != b), min(len(mine), len(theirs)))
+    return f"piece {at}: engine {mine[at:at + 3]!r}, llama-cpp-python {theirs[at:at + 3]!r}"
 
 
 def parting(a: list[int], b: list[int]) -> int:
@@ -169,7 +185,11 @@ def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
     first = batched(engine, recorder, asked, params)
     second = batched(engine, recorder, asked, params)
     del engine
-    ref = reference(path, asked, params, args.ctx)
+    ref_tokens, ref = reference(path, asked, params, args.ctx)
+    for i, (mine, theirs) in enumerate(zip(lone_pieces, ref, strict=True)):
+        if mine != theirs:
+            print(f"{name} prompt {i}: tokens {'equal' if lone[i] == ref_tokens[i] else 'differ'}, "
+                  f"{first_difference(mine, theirs)}", file=sys.stderr)
     parts = [parting(a, b) for a, b in zip(lone, first, strict=True) if a != b]
     return {"model": MODELS[name], "kind": kind, "n": len(asked),
             "prompt_tokens": statistics.median(len(p) for p, _ in asked),
@@ -179,6 +199,7 @@ def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
             "again": sum(a == b for a, b in zip(lone, second, strict=True)),
             "passes_agree": sum(a == b for a, b in zip(first, second, strict=True)),
             "reference": sum(a == b for a, b in zip(lone_pieces, ref, strict=True)),
+            "reference_tokens": sum(a == b for a, b in zip(lone, ref_tokens, strict=True)),
             "seconds": time.monotonic() - started}
 
 
@@ -215,14 +236,15 @@ def table(rows: list[dict], args) -> str:
              f"alone = Engine.run at slots={args.slots}; batched = all through {args.slots} sequences kept busy; "
              f"{where_it_ran(args)}\n",
              "| model | prompts | batched = alone, token for token | where the others part: median (range) "
-             "| second batched pass = alone | alone = llama-cpp-python create_completion |",
-             "|---|---|---:|---|---:|---:|"]
+             "| second batched pass = alone | alone = llama-cpp-python create_completion: tokens "
+             "| and streamed pieces |",
+             "|---|---|---:|---|---:|---:|---:|"]
     for row in rows:
         n, parts = row["n"], row["parts"]
         where = f"token {statistics.median(parts):g} ({min(parts)}–{max(parts)})" if parts else "—"
         lines.append(f"| {row['model']} | {row['kind']}, median {row['prompt_tokens']:g} tokens, "
                      f"{row['lone_tokens']} generated alone | {row['same']} of {n} | {where} "
-                     f"| {row['again']} of {n} | {row['reference']} of {n} |")
+                     f"| {row['again']} of {n} | {row['reference_tokens']} of {n} | {row['reference']} of {n} |")
     return "\n".join(lines)
 
 
