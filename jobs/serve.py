@@ -71,7 +71,8 @@ class Server:
         finally:
             runner.State.out.deferring = False
             runner.State.out.send_due()
-            self.report(force=True)
+            if self.reported_at:  # jobs ran: the page hears that the slots are free (a message that found
+                self.report(force=True)  # nothing to run, one per job already run, says nothing)
 
     # Taking jobs
 
