@@ -56,6 +56,7 @@ class Server:
         self.alone: Job | None = None  # claimed, waiting for the others to end so that it runs by itself
         self.looked_at = self.checked_at = self.reported_at = 0.0
         self.taking = True
+        self.freed = True  # a sequence came free since the database was last asked
         self.rate = Rate()
 
     def serve(self) -> None:
@@ -98,10 +99,10 @@ class Server:
                 self.alone = job  # Verify compares a lone run with the head: it waits for the others to end
                 break
             self.begin(job)
+            if self.running_alone():
+                break
         if claimed:
             queueing.announce_positions(self.deployment.pk)
-
-    freed = True  # a sequence came free since the database was last asked
 
     def running_alone(self) -> bool:
         return any(job.params.get("alone") for job in self.jobs.values())
