@@ -14,6 +14,7 @@ import logging
 import time
 
 from django.db import close_old_connections
+from django.utils import timezone
 
 from jobs import queueing, runner
 from jobs.engine import Engine, EngineError
@@ -81,6 +82,8 @@ class Server:
         now = time.monotonic()
         if self.alone is not None and not self.batcher.busy:
             job, self.alone = self.alone, None
+            job.started = timezone.now()  # it waited, claimed, for the others to end: its time starts now
+            Job.objects.filter(pk=job.pk).update(started=job.started)
             self.begin(job)
             return
         if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
