@@ -12,7 +12,7 @@ import logging
 from collections.abc import Callable, Iterator
 
 from jobs import llamacpp
-from jobs.oneshot import LAYER_PLACED
+from jobs.oneshot import LAYER_PLACED, sequences
 from jobs.sequences import Batcher, Outcome, Work
 
 log = logging.getLogger(__name__)
@@ -59,14 +59,12 @@ class LogCapture:
 
 
 @contextlib.contextmanager
-def loading_with(report: Callable[[float], None], slots: int) -> Iterator[None]:
-    """llama-cpp-python takes no load-progress callback and no number of sequences, so give its model parameters
-    the one and its context parameters the other while it loads. Each sequence gets a KV stream of its own
-    (kv_unified off): `slots` people each up to the deployment's context, as the planner counts them."""
+def progress_reported(report: Callable[[float], None]) -> Iterator[None]:
+    """llama-cpp-python takes no load-progress callback, so give its model parameters one while it loads."""
     from llama_cpp import llama as llama_module
 
     api = llama_module.llama_cpp
-    model_defaults, context_defaults = api.llama_model_default_params, api.llama_context_default_params
+    original = api.llama_model_default_params
 
     def on_progress(progress: float, user_data) -> bool:
         report(float(progress))
@@ -74,21 +72,16 @@ def loading_with(report: Callable[[float], None], slots: int) -> Iterator[None]:
 
     callback = api.llama_progress_callback(on_progress)
 
-    def model_params():
-        params = model_defaults()
+    def with_progress():
+        params = original()
         params.progress_callback = callback
         return params
 
-    def context_params():
-        params = context_defaults()
-        params.n_seq_max, params.kv_unified = slots, False
-        return params
-
-    api.llama_model_default_params, api.llama_context_default_params = model_params, context_params
+    api.llama_model_default_params = with_progress
     try:
         yield
     finally:
-        api.llama_model_default_params, api.llama_context_default_params = model_defaults, context_defaults
+        api.llama_model_default_params = original
 
 
 class Engine:
@@ -106,7 +99,8 @@ class Engine:
         from llama_cpp import Llama
 
         try:
-            with loading_with(progress, self.slots):
+            # Each sequence its own KV stream: `slots` people each up to the context, as the planner counts them.
+            with progress_reported(progress), sequences(self.slots):
                 self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx * self.slots, verbose=True,
                                  n_gpu_layers=self.n_gpu_layers if self.endpoints else 0,
                                  tensor_split=[float(x) for x in self.tensor_split] or None)
