@@ -188,7 +188,8 @@ def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
     ref_tokens, ref = reference(path, asked, params, args.ctx)
     for i, (mine, theirs) in enumerate(zip(lone_pieces, ref, strict=True)):
         if mine != theirs:
-            print(f"{name} prompt {i}: tokens {'equal' if lone[i] == ref_tokens[i] else 'differ'}, "
+            same = "equal" if lone[i] == ref_tokens[i] else f"part at {parting(lone[i], ref_tokens[i])}"
+            print(f"{name} prompt {i}: tokens {same}, "
                   f"{first_difference(mine, theirs)}", file=sys.stderr)
     parts = [parting(a, b) for a, b in zip(lone, first, strict=True) if a != b]
     return {"model": MODELS[name], "kind": kind, "n": len(asked),
