@@ -1,9 +1,13 @@
 """Deployments for job tests: `ready`, a row that looks ready (no laptops, no engine) for API tests without a
 LAN; `cluster`, the bundled model really deployed across three simulated laptops with its engine; token headers."""
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import pytest
 
 from clusterpanel.models import ApiToken
+from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from nodes.models import ActionKind
 from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
@@ -29,6 +33,27 @@ def as_engine_child(deployment: Deployment, monkeypatch) -> None:
     monkeypatch.setenv(runner.ENV_REVISION, str(deployment.revision))
     for name, value in {"engine": None, "out": None, "cancels": None, "retired": False}.items():
         monkeypatch.setattr(runner.State, name, value)
+
+
+def head_deployment(slots: int = 1, ctx: int = 512) -> Deployment:
+    """The bundled model with every layer on the panel's machine: no laptops needed to run it for real."""
+    model = ensure_bundled()
+    plan = {"mode": "even", "n_gpu_layers": 0, "tensor_split": [], "tokens_per_second": 1.0, "bottleneck": "head",
+            "stages": [{"machine": "head", "first": 0, "count": model.n_layer + 1, "memory": {}, "usable": None}]}
+    return Deployment.objects.create(model=model, ctx=ctx, slots=slots, plan=plan, status=DeploymentStatus.READY)
+
+
+@contextmanager
+def engine_child_here(deployment: Deployment, monkeypatch) -> Iterator[None]:
+    """This process as the deployment's engine child (`as_engine_child`), its Redis watch ended afterwards."""
+    from jobs import runner
+
+    as_engine_child(deployment, monkeypatch)
+    yield
+    if runner.State.cancels is not None:  # its Redis subscriber thread would outlive the test
+        runner.State.cancels.thread.stop()
+        runner.State.cancels.thread.join(5)
+        runner.State.cancels.pubsub.close()
 
 
 def bearer(user) -> dict:

@@ -5,12 +5,11 @@ gives alone."""
 
 import pytest
 
-from jobs import queueing, runner, serve, stream
+from jobs import queueing, serve, stream
 from jobs.models import Job, JobKind, JobStatus
-from models_app.library import ensure_bundled
-from models_app.models import Deployment, DeploymentStatus
+from models_app.models import Deployment
 from tests.jobs.cluster import GREEDY
-from tests.jobs.conftest import as_engine_child
+from tests.jobs.conftest import engine_child_here, head_deployment
 from tests.jobs.test_many_at_once import most_at_once
 
 pytestmark = pytest.mark.timeout(300)
@@ -19,20 +18,13 @@ SLOTS = 4
 
 @pytest.fixture
 def on_the_head(transactional_db) -> Deployment:
-    model = ensure_bundled()
-    plan = {"mode": "even", "n_gpu_layers": 0, "tensor_split": [], "tokens_per_second": 1.0, "bottleneck": "head",
-            "stages": [{"machine": "head", "first": 0, "count": model.n_layer + 1, "memory": {}, "usable": None}]}
-    return Deployment.objects.create(model=model, ctx=512, slots=SLOTS, plan=plan, status=DeploymentStatus.READY)
+    return head_deployment(slots=SLOTS)
 
 
 @pytest.fixture
 def engine_here(on_the_head, monkeypatch):
-    as_engine_child(on_the_head, monkeypatch)
-    yield
-    if runner.State.cancels is not None:  # its Redis subscriber thread would outlive the test
-        runner.State.cancels.thread.stop()
-        runner.State.cancels.thread.join(5)
-        runner.State.cancels.pubsub.close()
+    with engine_child_here(on_the_head, monkeypatch):
+        yield
 
 
 def ask(deployment: Deployment, user, text: str, **params) -> Job:

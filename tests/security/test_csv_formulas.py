@@ -13,11 +13,10 @@ import json
 import pytest
 from django.test import Client
 
-from jobs import batch_output, batches, runner, serve
+from jobs import batch_output, batches, serve
 from jobs.models import Batch, JobStatus
-from models_app.library import ensure_bundled
-from models_app.models import Deployment, DeploymentStatus
-from tests.jobs.conftest import as_engine_child
+from models_app.models import Deployment
+from tests.jobs.conftest import engine_child_here, head_deployment
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -44,22 +43,13 @@ def line(custom_id: str, prompt: str) -> str:
 
 @pytest.fixture
 def on_the_head(transactional_db) -> Deployment:
-    """The bundled model with every layer on the panel's machine: no laptops needed to run it for real."""
-    model = ensure_bundled()
-    plan = {"mode": "even", "n_gpu_layers": 0, "tensor_split": [], "tokens_per_second": 1.0, "bottleneck": "head",
-            "stages": [{"machine": "head", "first": 0, "count": model.n_layer + 1, "memory": {}, "usable": None}]}
-    return Deployment.objects.create(model=model, ctx=512, plan=plan, status=DeploymentStatus.READY)
+    return head_deployment()
 
 
 @pytest.fixture
 def engine_here(on_the_head, monkeypatch):
-    """This process as the deployment's engine child (jobs/runner.py), with nothing loaded yet."""
-    as_engine_child(on_the_head, monkeypatch)
-    yield
-    if runner.State.cancels is not None:  # its Redis subscriber thread would outlive the test
-        runner.State.cancels.thread.stop()
-        runner.State.cancels.thread.join(5)
-        runner.State.cancels.pubsub.close()
+    with engine_child_here(on_the_head, monkeypatch):
+        yield
 
 
 @pytest.fixture
