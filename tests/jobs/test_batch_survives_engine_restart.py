@@ -19,20 +19,20 @@ from tests.jobs.cluster import GREEDY, chat
 LINES = 20
 
 
-def batch_file() -> bytes:
+def batch_file(lines: int = LINES, tokens: int = 40, span: int = 30) -> bytes:
     body = {key: value for key, value in GREEDY.items() if key != "stop"}
-    lines = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions",
-              "body": {"model": "smollm2", "max_tokens": 40, **body,
-                       "messages": [{"role": "user", "content": f"Count from {n} to {n + 30}, one number a line."}]}}
-             for n in range(1, LINES + 1)]
-    return "\n".join(json.dumps(line) for line in lines).encode()
+    rows = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions",
+             "body": {"model": "smollm2", "max_tokens": tokens, **body,
+                      "messages": [{"role": "user", "content": f"Count from {n} to {n + span}, one number a line."}]}}
+            for n in range(1, lines + 1)]
+    return "\n".join(json.dumps(row) for row in rows).encode()
 
 
-def upload(deployment, user) -> Batch:
+def upload(deployment, user, lines: int = LINES, tokens: int = 40, span: int = 30) -> Batch:
     client = Client()
     client.force_login(user)
-    response = client.post("/jobs/batches/", {"deployment": deployment.pk,
-                                              "file": SimpleUploadedFile("twenty.jsonl", batch_file())})
+    response = client.post("/jobs/batches/", {"deployment": deployment.pk, "file": SimpleUploadedFile(
+        f"{lines}-lines.jsonl", batch_file(lines, tokens, span))})
     assert response.status_code == 302, response.content.decode()
     return Batch.objects.get()
 

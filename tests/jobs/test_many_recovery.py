@@ -10,8 +10,6 @@ from datetime import datetime
 
 import pytest
 import requests
-from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.utils import timezone
 
 from jobs import batch_output, stream
@@ -20,7 +18,8 @@ from models_app.models import Deployment, DeploymentStatus
 from nodes import ssh
 from nodes.models import RpcServer
 from tests.conftest import wait_until
-from tests.jobs.cluster import GREEDY, chat
+from tests.jobs.cluster import chat
+from tests.jobs.test_batch_survives_engine_restart import upload as upload_lines
 
 SLOTS = 4
 LINES = 40
@@ -78,22 +77,8 @@ def test_it_fails_every_sequence_naming_the_dead_laptop_and_retries_each_once(
 # The batch
 
 
-def batch_file() -> bytes:
-    body = {key: value for key, value in GREEDY.items() if key != "stop"}
-    lines = [{"custom_id": f"q{n}", "method": "POST", "url": "/v1/chat/completions",
-              "body": {"model": "smollm2", "max_tokens": ITEM_TOKENS, **body,
-                       "messages": [{"role": "user", "content": f"Count from {n} to {n + 40}, one number a line."}]}}
-             for n in range(1, LINES + 1)]
-    return "\n".join(json.dumps(line) for line in lines).encode()
-
-
 def upload(deployment, user) -> Batch:
-    client = Client()
-    client.force_login(user)
-    response = client.post("/jobs/batches/", {"deployment": deployment.pk,
-                                              "file": SimpleUploadedFile("forty.jsonl", batch_file())})
-    assert response.status_code == 302, response.content.decode()
-    return Batch.objects.get()
+    return upload_lines(deployment, user, LINES, tokens=ITEM_TOKENS, span=40)
 
 
 class Watch:
