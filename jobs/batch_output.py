@@ -76,7 +76,8 @@ def completion(job: Job, model: str) -> dict:
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": job.output},
                          "logprobs": None, "finish_reason": job.finish_reason or "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated}}
+            "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated,
+                      "prompt_tokens_details": {"cached_tokens": job.cached_tokens}}}
 
 
 def as_csv(batch: Batch) -> str:
