@@ -16,6 +16,7 @@ from jobs.oneshot import LAYER_PLACED, sequences
 from jobs.sequences import Batcher, Outcome, Work
 
 log = logging.getLogger(__name__)
+GGML_LOG_INFO, GGML_LOG_WARN, GGML_LOG_ERROR, GGML_LOG_CONT = 2, 3, 4, 5  # ggml.h's enum ggml_log_level
 
 
 class EngineError(RuntimeError):
@@ -44,6 +45,7 @@ class LogCapture:
 
         self.lines: list[str] = []
         self.keeping = True
+        self.last_level = GGML_LOG_INFO
         self._callback = llama_cpp.llama_log_callback(self._on_line)  # kept: C holds only a pointer
         llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
 
@@ -51,7 +53,12 @@ class LogCapture:
         line = text.decode(errors="replace")
         if self.keeping:
             self.lines.append(line)
-        if level in (2, 3):
+        if level == GGML_LOG_CONT:  # the rest of the line before: logged as that one was
+            level = self.last_level
+        self.last_level = level
+        if level == GGML_LOG_ERROR:
+            log.error("llama.cpp: %s", line.rstrip())
+        elif level in (GGML_LOG_INFO, GGML_LOG_WARN):
             log.warning("llama.cpp: %s", line.rstrip())
 
     def text(self) -> str:

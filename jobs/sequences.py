@@ -150,7 +150,7 @@ class Batcher:
         """One decode step over every busy sequence; the jobs that ended in it (key and outcome; their sequences
         are free again)."""
         rows = self._fill()
-        if not rows:
+        if not self.batch.n_tokens:  # a step reading only a prompt piece samples nothing, but is still computed
             return []
         code = self.api.llama_decode(self.ctx, self.batch)
         if code != 0:
