@@ -4,15 +4,8 @@ never import jobs/tasks.py back (tasks → engine_child → runner → recovery 
 tests/jobs/test_task_messages.py holds each name and argument list to a registered task.
 """
 
-import logging
-
-import redis
-from django.conf import settings
-
 from clusterpanel.celery import app
-from jobs.stream import new_work_channel
-
-log = logging.getLogger(__name__)
+from jobs import stream
 
 RUN_JOB = "jobs.tasks.run_job"
 CONFIRM_STOP = "jobs.tasks.confirm_stop"
@@ -28,21 +21,7 @@ def send(task: str, args: tuple, **options) -> None:
 
 def run_job(job_id: int, queue: str) -> None:
     send(RUN_JOB, (job_id,), queue=queue)
-    announce(queue, job_id)
-
-
-class _Announcer:
-    client: redis.Redis | None = None
-
-
-def announce(queue: str, job_id: int) -> None:
-    """Tell a running engine at once that a job came: it takes new jobs between decode steps. Lost, the engine
-    still finds the job within a second (it looks in the database that often)."""
-    try:
-        _Announcer.client = _Announcer.client or redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
-        _Announcer.client.publish(new_work_channel(queue), job_id)
-    except (redis.RedisError, OSError) as exc:
-        log.warning("could not announce job %s to its engine: %s", job_id, exc)
+    stream.announce_new_job(queue, job_id)
 
 
 def confirm_stop(job_id: int, attempt: int, countdown: float) -> None:

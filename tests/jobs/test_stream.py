@@ -114,3 +114,26 @@ def test_while_redis_is_unreachable_tokens_do_not_try_it_one_by_one(caplog):
     assert len(attempts) == 1, "one try, then a pause before the next"
     assert attempts[0]["retry"].get_retries() == 0, "and that try is not retried"
     assert "could not send" in caplog.text
+
+
+def test_a_new_jobs_message_also_wakes_a_busy_engines_watch_at_once(monkeypatch):
+    from jobs import messages
+
+    monkeypatch.setattr(messages, "send", lambda task, args, **options: None)  # no worker here to take it
+    channel = stream.new_work_channel("engine.77")
+    watch = stream.CancelWatch(stream.store(), channel)
+    try:
+        deadline = time.monotonic() + 10
+        while stream.store().pubsub_numsub(channel)[0][1] < 1 and time.monotonic() < deadline:
+            time.sleep(0.05)  # the watch's thread subscribes (again, after a hiccup) on its own time
+        assert not watch.take_new_work()
+        messages.run_job(JOB + 10, "engine.78")  # another deployment's engine
+        messages.run_job(JOB + 11, "engine.77")
+        deadline = time.monotonic() + 5
+        while not watch.new_work and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert watch.take_new_work() and not watch.take_new_work(), "told once, then the word is taken"
+    finally:
+        watch.thread.stop()
+        watch.thread.join(5)
+        watch.pubsub.close()
