@@ -12,7 +12,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from scratch_panel import ROOT, free_port
+from scratch_panel import ROOT, end, free_port
 
 RPC_PORT = 50311  # beside the deployments' own rpc-servers (50052 and up)
 LOADED_WITHIN_S = 600
@@ -102,15 +102,6 @@ def start(argv: list[str], port: int, log: Path) -> subprocess.Popen:
         end(process)
         raise
     return process
-
-
-def end(process: subprocess.Popen) -> None:
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
 
 
 @contextmanager

@@ -115,13 +115,18 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         yield Panel(data, port, cookie, nodes, lan, pids)
     finally:
         for process in reversed(processes):
-            process.terminate()
-            try:
-                process.wait(30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            end(process)
         if harness:
             harness.down()
         redis.stop()
         shutil.rmtree(data, ignore_errors=True)
+
+
+def end(process: subprocess.Popen) -> None:
+    """TERM, then KILL if it has not gone within 30 s."""
+    process.terminate()
+    try:
+        process.wait(30)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
