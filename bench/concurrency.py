@@ -35,27 +35,6 @@ MODELS = {"bundled": "SmolLM2 135M Q4_1 (bundled)", "qwen2": "qwen2 test model, 
 PEOPLE = 16  # clients are people of their own (the queue takes turns by person)
 
 
-def deploy(panel, model, slots: int, ctx: int):
-    """A READY deployment of `model` on the panel's laptops serving `slots` at once, its engine loaded."""
-    from models_app import deploy as deploying
-    from models_app.models import Deployment
-
-    deployment = deploying.create(model, panel.nodes, ctx, mode="even", slots=slots)
-    if deployment.slots != slots:
-        raise SystemExit(f"the planner gave {deployment.slots} slots, not {slots}")
-    deploying.prepare(deployment)
-    deployment.refresh_from_db()
-    if deployment.status != "ready":
-        raise SystemExit(f"deployment failed: {deployment.status_detail}")
-    deadline = time.monotonic() + 600
-    while Deployment.objects.get(pk=deployment.pk).engine.get("state") != "ready":
-        if time.monotonic() > deadline:
-            raise SystemExit("the engine did not load within 600 s")
-        time.sleep(0.2)
-    deployment.refresh_from_db()
-    return deployment
-
-
 def model_file(name: str, panel):
     from models_app.library import ensure_bundled, register_path
 
@@ -82,9 +61,9 @@ class Targets:
     def __init__(self, panel, stack: ExitStack, model, args) -> None:
         self.port, self.model, self.deployments = {}, {}, {}
         if "panel" in args.systems or args.batch_lines:
-            self.deployments["panel"] = deploy(panel, model, args.slots, args.ctx)
+            self.deployments["panel"] = panel.deploy(model, ctx=args.ctx, slots=args.slots, load_within=600)
         if "slots=1" in args.systems or args.batch_lines or not self.deployments:  # llama-server needs a plan
-            self.deployments["slots=1"] = deploy(panel, model, 1, args.ctx)
+            self.deployments["slots=1"] = panel.deploy(model, ctx=args.ctx, slots=1, load_within=600)
         for system, deployment in self.deployments.items():
             self.port[system], self.model[system] = panel.port, f"deployment-{deployment.pk}"
         if "llama-server" in args.systems:

@@ -40,20 +40,23 @@ class Panel:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def deploy(self, model, nodes=None, ctx: int = 1024, mode: str = "even"):
-        """A READY deployment with its engine loaded."""
+    def deploy(self, model, nodes=None, ctx: int = 1024, mode: str = "even", slots: int = 1,
+               load_within: float = 300):
+        """A READY deployment serving `slots` at once, with its engine loaded."""
         from models_app import deploy
         from models_app.models import Deployment
 
-        deployment = deploy.create(model, nodes or self.nodes, ctx, mode=mode)
+        deployment = deploy.create(model, nodes or self.nodes, ctx, mode=mode, slots=slots)
+        if deployment.slots != slots:
+            raise SystemExit(f"the planner gave {deployment.slots} slots, not {slots}")
         deploy.prepare(deployment)
         deployment.refresh_from_db()
         if deployment.status != "ready":
             raise SystemExit(f"deployment failed: {deployment.status_detail}")
-        deadline = time.monotonic() + 300
+        deadline = time.monotonic() + load_within
         while Deployment.objects.get(pk=deployment.pk).engine.get("state") != "ready":
             if time.monotonic() > deadline:
-                raise SystemExit("the engine did not load within 300 s")
+                raise SystemExit(f"the engine did not load within {load_within:.0f} s")
             time.sleep(0.2)
         deployment.refresh_from_db()
         return deployment
