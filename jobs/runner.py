@@ -75,7 +75,7 @@ def load(deployment: Deployment) -> Engine:
 
     set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
     engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
-                    deployment.ctx, expected_devices(plan), slots_of(deployment))
+                    deployment.ctx, expected_devices(plan), deployment.slots)
     try:
         engine.load(report)
     except EngineError as exc:
@@ -86,10 +86,6 @@ def load(deployment: Deployment) -> Engine:
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
                at=time.time())  # what a previous engine last reported is not this one's
     return engine
-
-
-def slots_of(deployment: Deployment) -> int:
-    return max(1, getattr(deployment, "slots", 1) or 1)
 
 
 def set_engine(deployment: Deployment, **fields) -> None:
