@@ -169,7 +169,7 @@ def parting(a: list[int], b: list[int]) -> int:
 
 
 def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
-    from jobs.engine import Engine
+    from jobs.engine.model import Engine
     from models_app.gguf_meta import read_metadata
     from models_app.planner import proportional_counts
 

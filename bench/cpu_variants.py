@@ -58,7 +58,7 @@ def generate_once(endpoint: str, tokens: int) -> dict:
     """Prompt processing and decode speed, in a child process (llama.cpp aborts on RPC trouble)."""
     code = f"""
 import json, time
-from jobs import llamacpp
+from jobs.engine import llamacpp
 from models_app.bundled import bundled_model_path
 llamacpp.register_rpc_servers([{endpoint!r}])
 from llama_cpp import Llama

@@ -16,7 +16,7 @@ from lan import bench_lan, with_runtime
 
 
 def tokens_per_s(model: Path, endpoints: list[str], n_layer: int, tokens: int) -> float:
-    from jobs import oneshot
+    from jobs.engine import oneshot
     from models_app.planner import proportional_counts
 
     split = tuple(proportional_counts(n_layer + 1, [1.0] * len(endpoints))) if endpoints else ()

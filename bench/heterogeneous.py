@@ -42,7 +42,7 @@ Split = tuple[tuple[int, int], ...]  # (laptop index, layers) in pipeline order,
 
 
 def tokens_per_s(model: Path, endpoints: list[str], split: Split, tokens: int) -> float:
-    from jobs import oneshot
+    from jobs.engine import oneshot
 
     answer = oneshot.complete([endpoints[i] for i, _ in split], PROMPT, tokens, model=model,
                               n_gpu_layers=sum(c for _, c in split), tensor_split=tuple(c for _, c in split),

@@ -83,7 +83,7 @@ def tail(log: Path, lines: int = 20) -> str:
 
 def check_placement(deployment, log: Path) -> None:
     """The layers must sit where the panel's engine has them, or the comparison is of two other pipelines."""
-    from jobs.oneshot import LAYER_PLACED
+    from jobs.engine.oneshot import LAYER_PLACED
     from models_app.deploy import expected_devices
 
     expected = expected_devices(deployment.plan)

@@ -63,7 +63,7 @@ def start_servers(bin_dir: Path, count: int) -> list[tuple[subprocess.Popen, int
 
 def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path, slots: int = 1) -> dict:
     """Resident memory at the peak, and llama.cpp's own allocations (head first, then each server)."""
-    from jobs import oneshot
+    from jobs.engine import oneshot
 
     servers = start_servers(bin_dir, len(counts) - 1)
     prompt = " ".join(["hello world and"] * ((ctx - 24) // 3))  # three tokens each: fills the context

@@ -32,7 +32,7 @@ BASE_PORT = 50420
 PROMPT = "<|im_start|>user\nTell me about clusters of laptops, round {}.<|im_end|>\n<|im_start|>assistant\n"
 WORKER = r"""
 import json, sys, time
-from jobs import llamacpp
+from jobs.engine import llamacpp
 endpoints, model, ngl, split = json.loads(sys.argv[1])
 llamacpp.register_rpc_servers(endpoints)
 from llama_cpp import Llama

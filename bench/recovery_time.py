@@ -24,8 +24,8 @@ def wait_for(check, within: float, what: str):
 
 
 def one_round(panel, model) -> dict:
-    from jobs import queueing, stream
     from jobs.models import Job, JobKind, JobStatus
+    from jobs.queue import queueing, stream
     from models_app import deploy
     from nodes import ssh
 

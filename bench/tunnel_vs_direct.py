@@ -71,7 +71,7 @@ def small_call_us(endpoint: str, count: int = 500) -> list[float]:
 
 
 def decode_tok_s(endpoint: str) -> float:
-    from jobs import oneshot
+    from jobs.engine import oneshot
 
     prompt = "<|im_start|>user\nTell me about clusters of laptops.<|im_end|>\n<|im_start|>assistant\n"
     out = oneshot.complete([endpoint], prompt, max_tokens=64)

@@ -16,7 +16,7 @@ from django.template.defaultfilters import filesizeformat
 # What a multipart form adds around a batch file: boundaries, part headers, the CSRF token, the deployment.
 FORM_ROOM = 64 << 10
 
-JSON_ERRORS = ("/api/", "/models/uploads/")  # {"error": sentence, "field": null}, as jobs/rest.py answers
+JSON_ERRORS = ("/api/", "/models/uploads/")  # {"error": sentence, "field": null}, as jobs/api/rest.py answers
 OPENAI_ERRORS = ("/v1/",)  # OpenAI's error object, as docs/api.md shows
 
 

@@ -3,7 +3,8 @@
 from django.urls import path
 
 from clusterpanel.consumers import StatusConsumer
-from jobs.consumers import BatchConsumer, JobConsumer
+from jobs.batch.consumers import BatchConsumer
+from jobs.chat.consumers import JobConsumer
 from models_app.consumers import DeploymentConsumer
 from nodes.consumers import DashboardConsumer, NodeConsumer
 

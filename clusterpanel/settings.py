@@ -173,7 +173,7 @@ REDIS_READ_TIMEOUT_S = env_int("REDIS_READ_TIMEOUT_S", 15)
 if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
     raise SystemExit(f"REDIS_READ_TIMEOUT_S must be more than {CHANNEL_WAIT_S} (channels_redis waits that long).")
 # How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
-# answers 503 (jobs/listen.py); meanwhile it also watches the job's row, which outlives Redis.
+# answers 503 (jobs/queue/listen.py); meanwhile it also watches the job's row, which outlives Redis.
 REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
 CHANNEL_LAYERS = {
     "default": {
@@ -208,7 +208,7 @@ RPC_SPIN_COUNT = env_int("RPC_SPIN_COUNT", 100_000)
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
 # Tokens made within this many ms of the last send travel to listeners together (still one event each):
-# fewer wake-ups per token for a fast model on a small head; 0 sends every token on its own (jobs/stream.py).
+# fewer wake-ups per token for a fast model on a small head; 0 sends every token on its own (jobs/queue/stream.py).
 STREAM_HOLD_MS = env_int("STREAM_HOLD_MS", 50)
 
 # Batch files (docs/batch.md): the largest file and the most requests one batch may hold.

@@ -1,16 +1,17 @@
-"""The one door from the job modules to Celery: every message names its task, so the modules a task runs
-never import jobs/tasks.py back (tasks → engine_child → runner → recovery → queueing runs one way).
+"""The one door to the job tasks in Celery: every message names its task, so the modules a task runs never
+import jobs/tasks.py back (tasks → engine → queue runs one way), and neither do the pages.
 
 tests/jobs/test_task_messages.py holds each name and argument list to a registered task.
 """
 
 from clusterpanel.celery import app
-from jobs import stream
+from jobs.queue import stream
 
 RUN_JOB = "jobs.tasks.run_job"
 CONFIRM_STOP = "jobs.tasks.confirm_stop"
 LOAD_ENGINE = "jobs.tasks.load_engine"
 RECOVER_DEPLOYMENT = "jobs.tasks.recover_deployment"
+VERIFY_DEPLOYMENT = "jobs.tasks.verify_deployment"
 
 
 def send(task: str, args: tuple, **options) -> None:
@@ -34,3 +35,7 @@ def load_engine(deployment_id: int, queue: str) -> None:
 
 def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) -> None:
     send(RECOVER_DEPLOYMENT, (deployment_id, dead, job_ids))
+
+
+def verify_deployment(deployment_id: int, user_id: int | None) -> None:
+    send(VERIFY_DEPLOYMENT, (deployment_id, user_id))

@@ -2,7 +2,7 @@
 
 The database is the truth about a job: queue messages only wake the engine up,
 and the engine claims a job atomically before running it, so a message delivered
-twice runs nothing twice and a message lost is found again (jobs/queueing.py).
+twice runs nothing twice and a message lost is found again (jobs/queue/queueing.py).
 """
 
 from django.conf import settings

@@ -1,14 +1,15 @@
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
-from jobs import engine_child, queueing, runner, serve
+from jobs.engine import child, runner, serve
+from jobs.queue import queueing
 
 
 @worker_process_init.connect
 def settle_on_start(**kwargs) -> None:
     """In an engine worker's child, before it takes a job: settle what the last child left behind."""
     if runner.deployment_id() is not None:
-        engine_child.on_child_start()
+        child.on_child_start()
 
 
 @worker_ready.connect
@@ -30,7 +31,7 @@ def run_job(job_id: int) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def confirm_stop(job_id: int, attempt: int) -> None:
-    """Runs in an ordinary worker a while after a running job was asked to stop (jobs/queueing.py)."""
+    """Runs in an ordinary worker a while after a running job was asked to stop (jobs/queue/queueing.py)."""
     queueing.stop_unconfirmed(job_id, attempt)
 
 
@@ -43,7 +44,7 @@ def load_engine(deployment_id: int) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) -> None:
     """Runs in an ordinary worker: the deployment's own engine is being replaced."""
-    from jobs import recovery
+    from jobs.engine import recovery
     from models_app.models import Deployment
 
     recovery.recover(Deployment.objects.get(pk=deployment_id), dead, job_ids)
@@ -51,7 +52,7 @@ def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) 
 
 @shared_task(ignore_result=True)
 def verify_deployment(deployment_id: int, user_id: int | None = None) -> None:
-    from jobs import verify
+    from jobs.engine import verify
     from models_app.models import Deployment
 
     verify.verify(Deployment.objects.get(pk=deployment_id), user_id and _user(user_id))

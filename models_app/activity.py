@@ -1,7 +1,7 @@
 """What each deployment's engine is doing: its slots in use, its tokens/s, and the jobs waiting for it.
 
 The engine keeps `deployment.engine` up to date ("slots", "busy", "jobs", "tokens_per_s", "at"; see
-jobs/runner.py set_engine). Pages read that dict through `engine_load`, which never fails on an old or
+jobs/engine/runner.py set_engine). Pages read that dict through `engine_load`, which never fails on an old or
 partial one: a deployment deployed before slots existed, or whose engine has not loaded, shows nothing.
 """
 

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from django.db import IntegrityError, transaction
 
-from jobs import oneshot
-from jobs.llamacpp import LlamaCppError
+from jobs.engine import oneshot
+from jobs.engine.llamacpp import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from models_app.planning import as_record, make_plan
 from nodes import install, probe, ssh

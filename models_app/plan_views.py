@@ -124,10 +124,10 @@ def stop_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 @lab_admin_required
 @require_POST
 def verify_deployment(request: HttpRequest, pk: int) -> HttpResponse:
-    from jobs.tasks import verify_deployment as verify
+    from jobs import messages as job_messages
 
     deployment = get_object_or_404(Deployment, pk=pk)
-    verify.delay(deployment.pk, request.user.pk)
+    job_messages.verify_deployment(deployment.pk, request.user.pk)
     messages.success(request, "Verifying: the same prompt runs here and on the head alone; the result shows below.")
     return redirect("models:deployment", pk=pk)
 

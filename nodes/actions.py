@@ -2,7 +2,7 @@
 
 from django.utils import timezone
 
-from jobs.llamacpp import LlamaCppError
+from jobs.engine.llamacpp import LlamaCppError
 from nodes import install, netcheck, probe, rpcserver, speed
 from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe
 from nodes.runtime import RuntimeNotFound, find_bundle

@@ -7,7 +7,7 @@ bandwidth the planner needs. It catches what a spec sheet misses: thermal
 limits, a busy CPU, a cgroup quota, the CPU variant the runtime picked.
 """
 
-from jobs import oneshot
+from jobs.engine import oneshot
 from models_app.bundled import bundled_model_path
 from models_app.gguf_meta import read_metadata
 from models_app.planner import shape_of

@@ -10,8 +10,8 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from clusterpanel.asgi import application
-from jobs import queueing
 from jobs.models import Job, JobKind
+from jobs.queue import queueing
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus

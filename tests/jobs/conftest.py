@@ -26,8 +26,8 @@ def ready(db) -> Deployment:
 
 
 def as_engine_child(deployment: Deployment, monkeypatch) -> None:
-    """This process as the deployment's engine child (jobs/runner.py), with nothing loaded yet."""
-    from jobs import runner
+    """This process as the deployment's engine child (jobs/engine/runner.py), with nothing loaded yet."""
+    from jobs.engine import runner
 
     monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(deployment.pk))
     monkeypatch.setenv(runner.ENV_REVISION, str(deployment.revision))
@@ -46,7 +46,7 @@ def head_deployment(slots: int = 1, ctx: int = 512) -> Deployment:
 @contextmanager
 def engine_child_here(deployment: Deployment, monkeypatch) -> Iterator[None]:
     """This process as the deployment's engine child (`as_engine_child`), its Redis watch ended afterwards."""
-    from jobs import runner
+    from jobs.engine import runner
 
     as_engine_child(deployment, monkeypatch)
     yield

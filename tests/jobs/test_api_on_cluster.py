@@ -11,9 +11,9 @@ import pytest
 import requests
 
 from clusterpanel.models import ApiToken
-from jobs import oneshot
+from jobs.engine import oneshot
 from jobs.models import Job, JobStatus
-from jobs.stream import kept
+from jobs.queue.stream import kept
 from nodes import ssh
 from tests.conftest import wait_until
 

@@ -9,7 +9,9 @@ from django.test import Client
 from django.utils import timezone
 
 from clusterpanel.models import Role, User
-from jobs import batch_output, batches, recovery
+from jobs.batch import batches
+from jobs.batch import output as batch_output
+from jobs.engine import recovery
 from jobs.models import Batch, Job, JobKind, JobStatus
 from jobs.params import Params
 from models_app.models import DeploymentStatus

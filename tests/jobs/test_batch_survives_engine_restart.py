@@ -10,8 +10,9 @@ import signal
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs import batch_output, queueing, stream
+from jobs.batch import output
 from jobs.models import Batch, Job, JobStatus
+from jobs.queue import queueing, stream
 from models_app.models import Deployment
 from tests.conftest import wait_until
 from tests.jobs.cluster import GREEDY, chat
@@ -44,7 +45,7 @@ def under_way(batch: Batch):
 
 
 def all_lines_done(batch: Batch) -> bool:
-    rows = batch_output.rows(batch)
+    rows = output.rows(batch)
     return len(rows) == LINES and all(row.job.is_finished for row in rows)
 
 
@@ -73,7 +74,7 @@ def test_it_resumes_after_the_engine_group_is_killed_and_runs_every_line_once(cl
     assert len(interrupted) == 1 and 5 <= len(done_before) < LINES - 1
     wait_until(lambda: all_lines_done(batch), 300, "every line to finish")
 
-    rows = batch_output.rows(batch)
+    rows = output.rows(batch)
     assert [row.custom_id for row in rows] == [f"q{n}" for n in range(1, LINES + 1)]
     assert all(row.job.status == JobStatus.SUCCEEDED and row.job.output.strip() for row in rows)
     assert batch.items.count() == LINES, "no line needed a second job"
@@ -86,7 +87,7 @@ def test_it_resumes_after_the_engine_group_is_killed_and_runs_every_line_once(cl
         job = batch.items.get(pk=pk)
         assert (job.output, job.finished, job.attempts) == stored, "a stored result was overwritten"
 
-    results = [json.loads(line) for line in batch_output.as_jsonl(batch).splitlines()]
+    results = [json.loads(line) for line in output.as_jsonl(batch).splitlines()]
     assert len(results) == LINES and len({r["custom_id"] for r in results}) == LINES
     assert all(r["response"]["status_code"] == 200 and r["error"] is None for r in results)
     assert all(r["response"]["body"]["usage"]["completion_tokens"] > 0 for r in results)

@@ -5,8 +5,8 @@ import re
 import threading
 
 from clusterpanel.broadcast import broadcast
-from jobs import stream
 from jobs.models import Job, JobStatus
+from jobs.queue import stream
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD, wait_until
 

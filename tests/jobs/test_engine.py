@@ -6,8 +6,9 @@ import time
 
 import requests
 
-from jobs import oneshot, queueing, verify
+from jobs.engine import oneshot, verify
 from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing
 from models_app.models import DeploymentStatus
 from nodes import ssh
 from nodes.models import RpcServer

@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from jobs import queueing
+from jobs.engine.runner import set_engine
 from jobs.models import Job, JobKind, JobStatus
-from jobs.runner import set_engine
+from jobs.queue import queueing
 from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import GREEDY, slowed

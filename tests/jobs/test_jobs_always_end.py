@@ -14,9 +14,11 @@ from channels.layers import get_channel_layer
 from django.utils import timezone
 
 from clusterpanel.redis_server import RedisServer
-from jobs import chat, queueing, serve, stream
+from jobs.chat import conversations
+from jobs.engine import serve
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
+from jobs.queue import queueing, stream
 from models_app import deploy
 from models_app.bundled import bundled_model_path
 from models_app.library import register_path
@@ -89,19 +91,19 @@ def another_ready(ready) -> Deployment:
 
 def test_a_job_whose_chat_template_refuses_its_messages_fails_saying_so(strict_cluster, bob):
     conversation = Conversation.objects.create(user=bob, deployment=strict_cluster, system_prompt="Be brief.")
-    job = chat.ask(conversation, "Hello", BRIEF, strict_cluster)
+    job = conversations.ask(conversation, "Hello", BRIEF, strict_cluster)
     done = listen(job, bob)[-1]
     assert done["status"] == JobStatus.FAILED, done
     assert done["error"] == "The model's chat template refused these messages: System role not supported"
     conversation.system_prompt = ""
     conversation.save()
-    again = chat.ask(conversation, "Hello", BRIEF, strict_cluster)
+    again = conversations.ask(conversation, "Hello", BRIEF, strict_cluster)
     assert listen(again, bob)[-1]["status"] == JobStatus.SUCCEEDED
 
 
 def test_a_job_fails_saying_so_when_redis_is_unreachable_as_it_starts(conversation, ready, engine_child,
                                                                       transactional_db, settings, tmp_path):
-    job = chat.ask(conversation, "Hello", BRIEF, ready)  # no engine takes its message: this test runs it
+    job = conversations.ask(conversation, "Hello", BRIEF, ready)  # no engine takes its message: this test runs it
     gone = RedisServer.start(tmp_path / "redis")
     gone.stop()
     settings.REDIS_URL = gone.url  # the job's stream; the channel layer keeps the test run's Redis
@@ -115,7 +117,7 @@ def test_a_job_fails_saying_so_when_redis_is_unreachable_as_it_starts(conversati
     assert job.error.startswith("The panel's Redis, which carries answers to you, did not answer"), job.error
     told = async_to_sync(asyncio.wait_for)(layer.receive(listener), 10)["payload"]
     assert told["event"] == "done" and told["status"] == JobStatus.FAILED, "listeners hear the end"
-    assert chat.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
+    assert conversations.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
 
 
 def test_a_stop_ends_a_running_job_whose_deployment_is_gone(claimed, conversation, ready):
@@ -125,7 +127,7 @@ def test_a_stop_ends_a_running_job_whose_deployment_is_gone(claimed, conversatio
     assert claimed.status == JobStatus.CANCELLED
     assert claimed.error == "Stopped. No engine runs it any more: its deployment is stopped."
     other = another_ready(ready)
-    assert chat.ask(conversation, "Hello again", BRIEF, other).status == JobStatus.QUEUED
+    assert conversations.ask(conversation, "Hello again", BRIEF, other).status == JobStatus.QUEUED
 
 
 def test_a_stop_ends_a_running_job_whose_engine_never_confirms(claimed, conversation, ready, transactional_db,
@@ -136,7 +138,7 @@ def test_a_stop_ends_a_running_job_whose_engine_never_confirms(claimed, conversa
     wait_until(lambda: Job.objects.get(pk=claimed.pk).is_finished, 30, "the stop to be settled")
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED and "had not ended it" in claimed.error, claimed.error
-    assert chat.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
+    assert conversations.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
 
 
 def test_a_worker_that_starts_fails_the_jobs_left_on_a_gone_deployment(claimed, ready, bob, transactional_db,

@@ -4,7 +4,7 @@ answer; once the oldest turns no longer fit, the model is given the newest ones 
 import pytest
 from django.test import Client
 
-from jobs import chat
+from jobs.chat import conversations
 from jobs.models import Conversation, Job, JobStatus
 from jobs.params import validate
 from tests.conftest import wait_until
@@ -33,7 +33,8 @@ def test_a_thirty_turn_conversation_keeps_answering_and_says_what_was_left_out(c
     params = validate({"temperature": 0, "max_tokens": 64})
     answered = []
     for n in range(1, TURNS + 1):
-        job = finished(chat.ask(conversation, QUESTION.format(n=n), params, cluster), f"the answer to turn {n}")
+        job = conversations.ask(conversation, QUESTION.format(n=n), params, cluster)
+        job = finished(job, f"the answer to turn {n}")
         assert job.status == JobStatus.SUCCEEDED and job.output.strip(), f"turn {n}: {job.error}"
         assert job.prompt_tokens + 64 <= cluster.ctx, f"turn {n} left no room for its answer"
         answered.append(job)

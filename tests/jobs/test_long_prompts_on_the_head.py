@@ -4,8 +4,8 @@ keeps only its system prompt reads the rest in several steps and answers as if r
 
 import pytest
 
-from jobs.engine import Engine
-from jobs.sequences import STEP_TOKENS
+from jobs.engine.model import Engine
+from jobs.engine.sequences import STEP_TOKENS
 from models_app.bundled import bundled_model_path
 
 pytestmark = pytest.mark.timeout(300)

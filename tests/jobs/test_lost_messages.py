@@ -2,9 +2,9 @@
 engine goes on to it by itself, and an idle engine is sent a new message by the supervisor."""
 
 
-from jobs import queueing
-from jobs.engines import STALLED_S
+from jobs.engine.workers import STALLED_S
 from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing
 from tests.conftest import wait_until
 from tests.jobs.cluster import GREEDY
 

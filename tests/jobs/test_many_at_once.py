@@ -1,4 +1,4 @@
-"""Many people at once on a 3-laptop deployment with 4 slots (continuous batching, jobs/serve.py): eight chats
+"""Many people at once on a 3-laptop deployment with 4 slots (continuous batching, jobs/engine/serve.py): eight chats
 streamed together, a chat beside a batch that fills the other slots, one user's burst of requests beside
 another's chat, and a conversation whose next turn reuses what its sequence already read."""
 
@@ -10,9 +10,10 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from clusterpanel.asgi import application
-from jobs import chat, queueing, stream
+from jobs.chat import conversations
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.params import validate
+from jobs.queue import queueing, stream
 from tests.conftest import wait_until
 from tests.jobs.cluster import GREEDY
 from tests.jobs.cluster import chat as send_chat
@@ -132,7 +133,8 @@ def test_a_conversations_fifth_turn_reuses_what_its_sequence_read(cluster, bob):
     params = validate({"temperature": 0, "max_tokens": 40})
     turns = []
     for n in range(1, 6):
-        job = chat.ask(conversation, f"Tell me fact number {n} about lighthouses, in one sentence.", params, cluster)
+        question = f"Tell me fact number {n} about lighthouses, in one sentence."
+        job = conversations.ask(conversation, question, params, cluster)
         wait_until(lambda job=job: Job.objects.get(pk=job.pk).is_finished, 120, f"the answer to turn {n}")
         job.refresh_from_db()
         assert job.status == JobStatus.SUCCEEDED, job.error

@@ -12,8 +12,9 @@ import pytest
 import requests
 from django.utils import timezone
 
-from jobs import batch_output, stream
+from jobs.batch import output
 from jobs.models import Batch, Job, JobStatus
+from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes import ssh
 from nodes.models import RpcServer
@@ -103,7 +104,7 @@ def three_midway(batch: Batch) -> list[Job] | None:
 
 
 def all_lines_done(batch: Batch) -> bool:
-    rows = batch_output.rows(batch)
+    rows = output.rows(batch)
     return len(rows) == LINES and all(row.job.is_finished for row in rows)
 
 
@@ -140,7 +141,7 @@ def test_it_runs_every_line_once_when_the_engine_dies_with_three_items_in_flight
                60, "the supervisor to start a new engine worker")
     wait_until(watch(lambda: all_lines_done(batch)), 400, "every line to finish")
 
-    rows = batch_output.rows(batch)
+    rows = output.rows(batch)
     assert [row.custom_id for row in rows] == [f"q{n}" for n in range(1, LINES + 1)]
     assert all(row.job.status == JobStatus.SUCCEEDED and row.job.output.strip() for row in rows)
     assert batch.items.count() == LINES, "no line needed a second job"
@@ -157,7 +158,7 @@ def test_it_runs_every_line_once_when_the_engine_dies_with_three_items_in_flight
     spans += [(job.started, killed_at) for job in interrupted]  # their first runs, cut short by the kill
     assert most_at_once(spans) == SLOTS - 1, "batch items ran three at a time, never more"
 
-    results = [json.loads(line) for line in batch_output.as_jsonl(batch).splitlines()]
+    results = [json.loads(line) for line in output.as_jsonl(batch).splitlines()]
     assert len(results) == LINES and len({r["custom_id"] for r in results}) == LINES
     assert all(r["response"]["status_code"] == 200 and r["error"] is None for r in results)
     assert all(r["response"]["body"]["usage"]["completion_tokens"] > 0 for r in results)

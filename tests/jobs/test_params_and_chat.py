@@ -6,7 +6,7 @@ import json
 import pytest
 from django.test import Client
 
-from jobs import chat
+from jobs.chat import conversations
 from jobs.models import Conversation, Job
 from jobs.params import ParamError, validate
 from models_app.library import ensure_bundled
@@ -31,7 +31,7 @@ def test_good_parameters_come_back_typed_with_defaults():
 
 
 def test_markdown_renders_but_html_and_script_links_do_not():
-    html = chat.render("**bold** <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=y>")
+    html = conversations.render("**bold** <script>alert(1)</script> [x](javascript:alert(1)) <img src=x onerror=y>")
     assert "<strong>bold</strong>" in html
     assert "<script>" not in html and "<img" not in html and 'href="javascript' not in html
 

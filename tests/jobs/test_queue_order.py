@@ -3,8 +3,8 @@ for (chat, the APIs) before batch items, oldest first within each; batches in th
 
 import pytest
 
-from jobs import queueing
 from jobs.models import Batch, Job, JobKind, JobStatus
+from jobs.queue import queueing
 
 
 @pytest.fixture

@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from clusterpanel.models import User
-from jobs import queueing
 from jobs.models import Batch, Job, JobKind, JobStatus
+from jobs.queue import queueing
 
 PEOPLE = 3  # and a fourth "person": jobs without a user
 EXAMPLES = settings(max_examples=100, deadline=None, derandomize=True, database=None,

@@ -11,8 +11,8 @@ from channels.layers import get_channel_layer
 from django.test import Client
 
 from clusterpanel.models import User
-from jobs import queueing, stream
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
+from jobs.queue import queueing, stream
 from models_app.models import Deployment
 from tests.jobs.conftest import bearer
 

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from jobs import recovery
+from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node, RpcServer, ServerStatus

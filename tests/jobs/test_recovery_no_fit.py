@@ -3,8 +3,8 @@ the planner's numbers; nothing is retried and the deployment stops, giving its l
 
 import pytest
 
-from jobs import queueing
 from jobs.models import Job, JobStatus
+from jobs.queue import queueing
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus

@@ -3,7 +3,8 @@ what starts the recovery: the degraded status may only become visible once the r
 
 import threading
 
-from jobs import messages, recovery
+from jobs import messages
+from jobs.engine import recovery
 from models_app.models import Deployment, DeploymentStatus
 
 

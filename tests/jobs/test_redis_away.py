@@ -11,8 +11,9 @@ import pytest
 import requests
 from django.test import Client
 
-from jobs import batches, stream
+from jobs.batch import batches
 from jobs.models import Batch, Conversation, Job, JobStatus
+from jobs.queue import stream
 from tests.conftest import wait_until
 from tests.jobs.conftest import bearer
 from tests.services import redis_down

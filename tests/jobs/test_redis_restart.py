@@ -10,7 +10,7 @@ import requests
 
 from clusterpanel.models import ApiToken
 from jobs.models import Job
-from jobs.stream import kept
+from jobs.queue.stream import kept
 from tests.conftest import wait_until
 from tests.jobs.cluster import slowed
 from tests.services import restart_redis

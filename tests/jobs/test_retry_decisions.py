@@ -3,7 +3,7 @@ is coming, here is the retry, or no retry and why. No job is left waiting for a 
 
 import pytest
 
-from jobs import recovery
+from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from models_app.models import DeploymentStatus
 

@@ -2,8 +2,8 @@
 requests (the engine once reused the last prompt's cache, which changed the sampled text)."""
 
 
-from jobs import queueing
 from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing
 from tests.conftest import wait_until
 
 # Hot and long: an answer this sensitive to its logits shows any difference in how its prompt was evaluated.

@@ -1,12 +1,14 @@
-"""The engine child's loop (jobs/serve.py) run in this process on a 4-slot deployment with every layer on the head:
+"""The engine child's loop (jobs/engine/serve.py) run in this process on a 4-slot deployment, every layer on
+the head:
 jobs run together, never more than the slots; a job that must run alone (Verify's) runs with nobody beside it;
 a job asked to stop before it started ends cancelled; each job's answer is its own and, greedy, the same as it
 gives alone."""
 
 import pytest
 
-from jobs import queueing, serve, stream
+from jobs.engine import serve
 from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing, stream
 from models_app.models import Deployment
 from tests.jobs.cluster import GREEDY
 from tests.jobs.conftest import engine_child_here, head_deployment

@@ -8,7 +8,7 @@ import time
 
 import redis
 
-from jobs import stream
+from jobs.queue import stream
 
 JOB = 910_001
 

@@ -14,6 +14,7 @@ def sent_by_each_sender(monkeypatch) -> list[tuple[str, tuple, dict]]:
     messages.confirm_stop(1, 0, 30)
     messages.load_engine(1, "engine.1")
     messages.recover_deployment(1, ["demo-2"], [3, 4])
+    messages.verify_deployment(1, 2)
     return sent
 
 

@@ -1,11 +1,11 @@
-"""A sequence's tokens become the text pieces a listener sees (jobs/textout.py): one piece per token, a character
+"""A sequence's tokens become the text pieces a listener sees (jobs/engine/textout.py): one piece per token, a character
 split between tokens given out whole, text that may begin a stop string held until it is known, and nothing
 from a stop string on."""
 
 from hypothesis import given
 from hypothesis import strategies as st
 
-from jobs.textout import TextOut, incomplete_tail
+from jobs.engine.textout import TextOut, incomplete_tail
 
 
 def stream(pieces: list[bytes], stops: list[str]) -> tuple[list[str], bool]:

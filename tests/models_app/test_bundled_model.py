@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs import llamacpp
+from jobs.engine import llamacpp
 from models_app.bundled import bundled_model_path
 
 

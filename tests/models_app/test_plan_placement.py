@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs import oneshot
+from jobs.engine import oneshot
 from models_app.bundled import bundled_model_path
 from models_app.gguf_meta import read_metadata
 from models_app.planner import Machine, MiB, Options, device_names, plan_mode, shape_of

@@ -1,5 +1,5 @@
 """A lab admin watches a deployment's slots fill in a real browser as its engine reports them (the row's engine
-dict, then "deployment.engine" to the page's socket, as jobs/runner.py set_engine does): "2 of 4 busy" with the
+dict, then "deployment.engine" to the page's socket, as jobs/engine/runner.py set_engine does): "2 of 4 busy" with the
 jobs in them, then "4 of 4", and the tokens/s falling to 0 once no report has come for 5 s. The dashboard shows
 each deployment's waiting jobs, interactive and batch apart, and follows new ones without a reload."""
 

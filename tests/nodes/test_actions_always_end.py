@@ -12,7 +12,7 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from jobs.runner import ENV_DEPLOYMENT, ENV_REVISION
+from jobs.engine.runner import ENV_DEPLOYMENT, ENV_REVISION
 from nodes import actions
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import INTERRUPTED, enqueue, run_action

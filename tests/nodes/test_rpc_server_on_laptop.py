@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from jobs import llamacpp, oneshot
+from jobs.engine import llamacpp, oneshot
 from nodes import rpc, ssh
 from tests.conftest import wait_for_port
 from tests.nodes.laptops import target

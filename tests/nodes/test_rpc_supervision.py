@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from clusterpanel.models import Role, User
-from jobs import llamacpp
+from jobs.engine import llamacpp
 from nodes import rpc, rpcserver, ssh
 from nodes.models import Connection, RpcServer, ServerStatus
 from tests.conftest import wait_until

@@ -11,7 +11,7 @@ import tarfile
 
 import pytest
 
-from jobs import oneshot
+from jobs.engine import oneshot
 from nodes import rpc
 from tests.conftest import free_port, stop, wait_for_port
 

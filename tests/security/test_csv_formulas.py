@@ -13,7 +13,9 @@ import json
 import pytest
 from django.test import Client
 
-from jobs import batch_output, batches, serve
+from jobs.batch import batches
+from jobs.batch import output as batch_output
+from jobs.engine import serve
 from jobs.models import Batch, JobStatus
 from models_app.models import Deployment
 from tests.jobs.conftest import engine_child_here, head_deployment

@@ -1,7 +1,7 @@
 """An answer's Markdown image is never an <img>: the browser would fetch whatever URL the model wrote (a
 tracking pixel, an address on the lab's LAN). It stays a link the reader can see and follow, or not."""
 
-from jobs.chat import render
+from jobs.chat.conversations import render
 
 
 def test_it_renders_an_image_as_a_link_not_an_img():

@@ -1,7 +1,7 @@
 """An answer's aligned Markdown table keeps its alignment without a style attribute: the Content-Security-Policy
 refuses inline style, and models write aligned tables often (tests/security/test_csp.py shows one in a browser)."""
 
-from jobs.chat import render
+from jobs.chat.conversations import render
 
 
 def test_it_aligns_table_cells_by_class_not_by_style():

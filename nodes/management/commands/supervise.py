@@ -3,7 +3,7 @@
 
 from django.core.management.base import BaseCommand
 
-from jobs.engines import Engines
+from jobs.engine.workers import Engines
 from nodes.loop import run_until_stopped
 from nodes.supervisor import Supervisor
 

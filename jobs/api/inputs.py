@@ -1,0 +1,104 @@
+"""What a script sends to make a job — messages or a prompt, and where to run it — checked once for both APIs.
+
+Generation parameters are not here: jobs/params.py is their one validation.
+Every refusal is an InputError naming the field at fault, never a crash.
+"""
+
+import json
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import HttpRequest
+from django.http.request import RawPostDataException
+
+from jobs.params import NOT_TEXT, unicode_text
+from jobs.queue.queueing import USABLE
+from models_app.models import Deployment
+
+ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+
+
+class InputError(ValueError):
+    def __init__(self, message: str, param: str | None = None, code: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param, self.code, self.status = param, code, status
+
+
+def json_body(request: HttpRequest) -> dict:
+    """The request's JSON object (NaN and Infinity are left for the field checks to name)."""
+    try:
+        body = json.loads(request.body or b"null")
+    except RequestDataTooBig:
+        raise InputError("The request body is too large.", status=413) from None
+    except (ValueError, RecursionError, RawPostDataException):
+        raise InputError("The request body is not valid JSON.") from None
+    if not isinstance(body, dict):
+        raise InputError("The request body must be a JSON object.")
+    return body
+
+
+def messages(value, param: str = "messages") -> list[dict]:
+    if not isinstance(value, list) or not value:
+        raise InputError(f"{param} must be a non-empty list of {{role, content}} objects.", param)
+    return [message(item, f"{param}[{i}]") for i, item in enumerate(value)]
+
+
+def message(item, param: str) -> dict:
+    if not isinstance(item, dict):
+        raise InputError(f"{param} must be an object with a role and a content.", param)
+    role = item.get("role")
+    if not isinstance(role, str) or role not in ROLES:
+        raise InputError(f"{param}.role must be one of system, user or assistant, not {json.dumps(role)}.",
+                         f"{param}.role")
+    return {"role": ROLES[role], "content": content(item.get("content"), f"{param}.content")}
+
+
+def content(value, param: str) -> str:
+    if isinstance(value, str):
+        return text(value, param)
+    if isinstance(value, list) and all(
+            isinstance(part, dict) and part.get("type") == "text" and isinstance(part.get("text"), str)
+            for part in value):
+        return text("".join(part["text"] for part in value), param)
+    raise InputError(f"{param} must be a string or a list of text parts (images and audio are not supported).",
+                     param)
+
+
+def prompt(value, param: str = "prompt") -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]  # OpenAI clients may send one prompt as a one-item list
+    if not isinstance(value, str):
+        raise InputError(f"{param} must be a string.", param)
+    return text(value, param)
+
+
+def text(value: str, param: str) -> str:
+    """`value`, if it is text that can be stored and read (jobs/params.py `unicode_text`)."""
+    if not unicode_text(value):
+        raise InputError(f"{param} contains {NOT_TEXT}.", param)
+    return value
+
+
+def usable_deployments() -> list[Deployment]:
+    """Deployments that take jobs, the default first."""
+    usable = Deployment.objects.filter(status__in=USABLE).select_related("model")
+    return list(usable.order_by("-is_default", "-created"))
+
+
+def model_ids(deployment: Deployment) -> list[str]:
+    return [deployment.model.name, f"deployment-{deployment.pk}"]
+
+
+def deployment_for(model) -> Deployment:
+    """The ready deployment a model id names (a model's name or `deployment-<id>`); none given: the default."""
+    if model is not None and not isinstance(model, str):
+        raise InputError("model must be a string.", "model")
+    usable = usable_deployments()
+    if not usable:
+        raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
+                         "model_not_available", status=503)
+    for deployment in usable:
+        if not model or model in model_ids(deployment):
+            return deployment
+    ready = ", ".join(sorted({name for d in usable for name in model_ids(d)}))
+    raise InputError(f"The model {model!r} does not exist or is not deployed and ready. Ready: {ready}.",
+                     "model", "model_not_found", status=404)

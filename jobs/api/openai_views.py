@@ -1,0 +1,230 @@
+"""The OpenAI-compatible API under /v1/: models, chat completions and completions, streamed or whole.
+
+Each request is one job, queued like any other. The response waits for the job's
+first token (or its end) before it answers, so a prompt too long for the context
+is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
+for the whole answer. A client that goes away takes its job with it. A job that a
+laptop's death failed before anything was sent is followed to its retry, so the
+client gets the retried answer rather than the failure.
+"""
+
+import json
+import logging
+import time
+from collections.abc import AsyncIterator
+
+from asgiref.sync import sync_to_async
+from django.contrib.auth.decorators import login_not_required
+from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.views.decorators.csrf import csrf_exempt
+
+from clusterpanel import apiauth
+from jobs.api import inputs, openai_api
+from jobs.api.inputs import InputError
+from jobs.api.openai_api import Request, Shapes
+from jobs.engine import recovery
+from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing
+from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
+
+log = logging.getLogger(__name__)
+FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
+REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
+
+
+def failed(status: int, message: str, param: str | None = None, code: str | None = None,
+           kind: str = "invalid_request_error") -> JsonResponse:
+    return JsonResponse(openai_api.error(message, param, code, kind), status=status)
+
+
+def caller(request: HttpRequest):
+    return apiauth.authenticate(request, session=False)  # the OpenAI API is for keys, as OpenAI's is
+
+
+@login_not_required
+@csrf_exempt
+async def models(request: HttpRequest) -> HttpResponse:
+    try:
+        await sync_to_async(caller)(request)
+    except apiauth.Unauthorized as exc:
+        return failed(401, str(exc), code="invalid_api_key")
+    if request.method != "GET":
+        return failed(405, "Use GET.")
+    listed = await sync_to_async(model_list)()
+    return JsonResponse({"object": "list", "data": listed})
+
+
+def model_list() -> list[dict]:
+    seen, listed = set(), []
+    for deployment in inputs.usable_deployments():
+        for name in inputs.model_ids(deployment):
+            if name not in seen:
+                seen.add(name)
+                listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
+                               "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
+                               "slots": deployment.slots})
+    return listed
+
+
+@login_not_required
+@csrf_exempt
+async def chat_completions(request: HttpRequest) -> HttpResponse:
+    return await create(request, JobKind.CHAT)
+
+
+@login_not_required
+@csrf_exempt
+async def completions(request: HttpRequest) -> HttpResponse:
+    return await create(request, JobKind.COMPLETION)
+
+
+async def create(request: HttpRequest, kind: str) -> HttpResponse:
+    try:
+        user = await sync_to_async(caller)(request)
+        if request.method != "POST":
+            return failed(405, "Use POST.")
+        wanted = openai_api.parse(inputs.json_body(request), kind)
+        job, model = await sync_to_async(submit)(user, wanted)
+    except apiauth.Unauthorized as exc:
+        return failed(401, str(exc), code="invalid_api_key")
+    except InputError as exc:
+        return failed(exc.status, str(exc), exc.param, exc.code)
+    try:
+        return await Answer(job, wanted, model).respond()
+    except (StreamLost, *REDIS_DOWN) as exc:
+        log.warning("job %s: answered 503: %s", job.pk, exc)
+        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable",
+                      kind="server_error")
+
+
+def submit(user, wanted: Request) -> tuple[Job, str]:
+    deployment = inputs.deployment_for(wanted.model)
+    generation = openai_api.generation_params(wanted, deployment.ctx)
+    job = Job(kind=wanted.kind, deployment=deployment, user=user, messages=wanted.messages, prompt=wanted.prompt,
+              params=generation.as_dict())
+    try:
+        queueing.submit(job)
+    except queueing.QueueError as exc:
+        raise InputError(str(exc), "model", "model_not_available", status=503) from None
+    except queueing.QueueDown as exc:
+        raise InputError(f"{REDIS_LOST} ({exc}); nothing was queued. Try again in a moment.", None,
+                         "service_unavailable", status=503) from None
+    return job, wanted.model or deployment.model.name
+
+
+def cancel_unfinished(job_id: int) -> None:
+    job = Job.objects.get(pk=job_id)
+    if not job.is_finished:
+        try:
+            queueing.cancel(job)
+        except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
+            log.warning("could not cancel job %s: %s", job_id, exc)
+
+
+class Answer:
+    """One request's response, from the job's events."""
+
+    def __init__(self, job: Job, wanted: Request, model: str) -> None:
+        self.job, self.wanted, self.model = job, wanted, model
+        self.shapes = Shapes(job.pk, int(job.created.timestamp()), model, wanted.kind)
+        self.listener, self.events = JobEvents(job.pk), None
+        self.head: list[dict] = []  # events read before answering: up to the first token, or all of them
+
+    async def respond(self) -> HttpResponse:
+        handed_on = False
+        try:
+            await self.listener.open()
+            self.events = self.listener.events()
+            await self.read_until(lambda event: event["event"] == "token" and self.wanted.stream)
+            done = self.done()
+            if done and done.get("status") == JobStatus.FAILED:
+                again = await self.retried()
+                if again is not None:
+                    await self.end()
+                    handed_on = True
+                    retry = await sync_to_async(Job.objects.get)(pk=again)
+                    return await Answer(retry, self.wanted, self.model).respond()
+                done = await sync_to_async(lambda: Job.objects.get(pk=self.job.pk).summary())()
+                status, body = openai_api.failure(done, self.wanted)
+                return JsonResponse(body, status=status)
+            if not self.wanted.stream:
+                return JsonResponse(self.shapes.whole(done))
+            handed_on = True
+            return StreamingHttpResponse(self.sse(), content_type="text/event-stream",
+                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        finally:
+            if not handed_on:
+                await self.end()
+
+    async def retried(self) -> int | None:
+        """The retry of a job a laptop's death failed, once recovery submits it; None if none is coming."""
+        deadline = time.monotonic() + FOLLOW_RETRY_S
+        while time.monotonic() < deadline:
+            waiting, again = await sync_to_async(recovery.retry_state)(self.job.pk)
+            if not waiting:
+                return again
+            try:
+                await self.listener.live()  # wakes on the retry (or not-retried) event, or after a quiet spell
+            except REDIS_DOWN:
+                await self.listener.listen_again()
+        return None
+
+    async def read_until(self, enough) -> None:
+        async for event in self.events:
+            self.head.append(event)
+            if event["event"] == "done" or enough(event):
+                return
+
+    def done(self) -> dict | None:
+        return self.head[-1] if self.head and self.head[-1]["event"] == "done" else None
+
+    async def end(self) -> None:
+        """Let go of the job's group; a job nobody waits for any more is cancelled."""
+        if self.events is not None:
+            await self.events.aclose()
+        await self.listener.close()
+        await sync_to_async(cancel_unfinished)(self.job.pk)
+
+    async def sse(self) -> AsyncIterator[str]:
+        sent = []
+        try:
+            if self.shapes.chat:
+                yield data(self.shapes.chunk(role=True))
+            async for event in self.all_events():
+                if event["event"] == "token":
+                    sent.append(event["text"])
+                    yield data(self.shapes.chunk(event["text"]))
+                elif event["event"] == "done":
+                    for line in self.closing(event, "".join(sent)):
+                        yield line
+        except StreamLost as exc:  # the client hears why the stream ends, rather than a cut connection
+            log.warning("job %s: stream ended: %s", self.job.pk, exc)
+            yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
+                                        "service_unavailable", "server_error"))
+            yield "data: [DONE]\n\n"
+        finally:
+            await self.end()
+
+    async def all_events(self) -> AsyncIterator[dict]:
+        for event in self.head:
+            yield event
+        if not self.done():
+            async for event in self.events:
+                yield event
+
+    def closing(self, done: dict, sent: str) -> list[str]:
+        if done.get("status") == JobStatus.FAILED:
+            return [data(openai_api.failure(done, self.wanted)[1]), "data: [DONE]\n\n"]
+        output = done.get("output") or ""
+        rest = output[len(sent):] if output.startswith(sent) else ""  # tokens an hour-old replay no longer holds
+        lines = [data(self.shapes.chunk(rest))] if rest else []
+        lines.append(data(self.shapes.chunk(None if self.shapes.chat else "", openai_api.finish_reason(done))))
+        if self.wanted.include_usage:
+            lines.append(data(self.shapes.usage_chunk(done)))
+        return [*lines, "data: [DONE]\n\n"]
+
+
+def data(body: dict) -> str:
+    return f"data: {json.dumps(body)}\n\n"
+
+

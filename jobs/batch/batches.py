@@ -1,0 +1,80 @@
+"""Batches: a file's good lines queued as jobs in one go, their counts, cancelling what is left.
+
+An input line may have several jobs when a laptop died under it (each retry is a
+new job, `retry_of` the one before); the line's outcome is its last job's, the
+one nothing retried.
+"""
+
+from django.conf import settings
+from django.db import transaction
+from django.db.models import Count
+from django.utils import timezone
+
+from clusterpanel.broadcast import broadcast
+from jobs.batch import batchfile
+from jobs.batch.batchfile import Parsed
+from jobs.models import Batch, Job, JobKind, JobStatus
+from jobs.queue import queueing
+from models_app.models import Deployment
+
+STATUSES = [status.value for status in JobStatus]
+
+
+def group(batch_id: int) -> str:
+    return f"batch_{batch_id}"
+
+
+def from_file(user, deployment: Deployment, name: str, data: bytes) -> Batch:
+    """A batch of the file's good lines; FileRefused (with the rejected lines) when it has none."""
+    parsed = batchfile.parse(name, data, settings.BATCH_MAX_LINES, max_tokens_limit=deployment.ctx)
+    if not parsed.requests:
+        raise batchfile.FileRefused(f"No line of the file can run ({len(parsed.rejected)} rejected); "
+                                    "nothing was queued. Fix the lines below and upload it again.", parsed.rejected)
+    return create(user, deployment, name, parsed)
+
+
+def create(user, deployment: Deployment, name: str, parsed: Parsed) -> Batch:
+    """The batch and a queued job per good line, all or nothing; the engine is woken once they are committed."""
+    queueing.check_deployment(deployment)
+    try:
+        with transaction.atomic():
+            batch = Batch.objects.create(user=user, deployment=deployment, name=name[:200],
+                                         input_format=parsed.format, rejected=parsed.rejected)
+            queueing.submit_many([
+                Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, batch=batch, line=request.line,
+                    custom_id=request.custom_id, messages=request.messages, params=request.params)
+                for request in parsed.requests])
+    except queueing.QueueDown as exc:  # committed, but the engine could not be told: all or nothing still
+        batch.delete()
+        raise queueing.QueueError(f"Nothing was queued: {exc}. Upload the file again in a moment.") from None
+    return batch
+
+
+def last_attempts(batch: Batch):
+    """Each input line's last job (the one no retry replaced)."""
+    return batch.items.filter(retry__isnull=True)
+
+
+def counts(batch: Batch) -> dict:
+    rows = last_attempts(batch).order_by().values("status").annotate(n=Count("pk"))
+    by_status = {row["status"]: row["n"] for row in rows}
+    result = {status: by_status.get(status, 0) for status in STATUSES}
+    total = sum(result.values())
+    done = total - result[JobStatus.QUEUED] - result[JobStatus.RUNNING]
+    return {**result, "total": total, "done": done, "rejected": len(batch.rejected),
+            "finished": done == total, "cancelled_at": batch.cancelled.isoformat() if batch.cancelled else None}
+
+
+def cancel_remaining(batch: Batch) -> int:
+    """Cancel every item not yet started; running ones stop within a token. How many were stopped."""
+    now = timezone.now()
+    with transaction.atomic():
+        Batch.objects.filter(pk=batch.pk, cancelled__isnull=True).update(cancelled=now)
+        stopped = batch.items.filter(status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED, finished=now)
+    running = list(batch.items.filter(status=JobStatus.RUNNING))
+    for job in running:
+        queueing.cancel(job)
+    batch.refresh_from_db()
+    queueing.announce_positions(batch.deployment_id)
+    broadcast(group(batch.pk), "batch.progress", {"cancelled": stopped})
+    return stopped + len(running)

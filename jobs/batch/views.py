@@ -1,0 +1,81 @@
+"""Batch pages: upload a file, follow its progress, cancel what is left, download the results."""
+
+from django.conf import settings
+from django.contrib import messages
+from django.http import Http404, HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.template.defaultfilters import pluralize
+from django.views.decorators.http import require_POST
+
+from jobs.batch import batches, output
+from jobs.batch.batchfile import FileRefused
+from jobs.batch.forms import BatchUploadForm
+from jobs.models import Batch
+from jobs.queue.queueing import QueueError
+
+SHOWN_REJECTED = 200
+
+
+def visible(user):
+    everything = Batch.objects.select_related("deployment__model", "user")
+    return everything if user.is_lab_admin else everything.filter(user=user)
+
+
+def batch_list(request: HttpRequest) -> HttpResponse:
+    form = BatchUploadForm(request.POST or None, request.FILES or None)
+    rejected = []
+    if request.method == "POST" and form.is_valid():
+        upload, deployment = form.cleaned_data["file"], form.cleaned_data["deployment"]
+        try:
+            batch = batches.from_file(request.user, deployment, upload.name, upload.read())
+        except FileRefused as exc:
+            form.add_error("file", str(exc))
+            rejected = exc.rejected
+        except QueueError as exc:
+            form.add_error("deployment", str(exc))
+        else:
+            messages.success(request, queued_message(batch.items.count(), len(batch.rejected)))
+            return redirect("batches:detail", pk=batch.pk)
+    return render(request, "jobs/batches.html", {
+        "form": form, "batches": visible(request.user)[:50], "rejected": rejected[:SHOWN_REJECTED],
+        "more_rejected": max(len(rejected) - SHOWN_REJECTED, 0), "max_lines": settings.BATCH_MAX_LINES,
+        "max_bytes": settings.BATCH_MAX_BYTES}, status=400 if form.errors else 200)
+
+
+def queued_message(queued: int, rejected: int) -> str:
+    message = f"{queued} request{pluralize(queued)} queued"
+    return f"{message}, {rejected} line{pluralize(rejected)} rejected." if rejected else f"{message}."
+
+
+def batch_for(request: HttpRequest, pk: int) -> Batch:
+    batch = get_object_or_404(Batch.objects.select_related("deployment__model"), pk=pk)
+    if batch.user_id != request.user.pk and not request.user.is_lab_admin:
+        raise Http404("No such batch.")
+    return batch
+
+
+def batch_page(request: HttpRequest, pk: int) -> HttpResponse:
+    batch = batch_for(request, pk)
+    counts = batches.counts(batch)
+    return render(request, "jobs/batch.html", {
+        "batch": batch, "counts": counts, "count_rows": [(status, counts[status]) for status in batches.STATUSES],
+        "rejected": batch.rejected[:SHOWN_REJECTED],
+        "more_rejected": max(len(batch.rejected) - SHOWN_REJECTED, 0)})
+
+
+@require_POST
+def cancel_batch(request: HttpRequest, pk: int) -> HttpResponse:
+    stopped = batches.cancel_remaining(batch_for(request, pk))
+    messages.success(request, f"{stopped} requests cancelled." if stopped else "Nothing was left to cancel.")
+    return redirect("batches:detail", pk=pk)
+
+
+def download(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
+    batch = batch_for(request, pk)
+    if kind == "jsonl":
+        body, content_type = output.as_jsonl(batch), "application/jsonl"
+    else:
+        body, content_type = output.as_csv(batch), "text/csv"
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="batch-{batch.pk}-results.{kind}"'
+    return response

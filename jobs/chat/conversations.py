@@ -1,0 +1,139 @@
+"""Conversations on the chat page: turns, the messages sent to the model, and answers as safe HTML.
+
+A turn is one chat job: its last message is what the user typed, its output the
+answer. A job retried after a laptop failed is shown by its retry.
+"""
+
+from dataclasses import dataclass
+
+from django.db import transaction
+from markdown_it import MarkdownIt
+
+from jobs.models import Conversation, Job, JobKind, JobStatus
+from jobs.params import Params, unicode_text
+from jobs.queue import queueing
+from models_app.models import Deployment, DeploymentStatus
+
+MAX_MESSAGE_CHARS = 32_000
+# Raw HTML off: model output is text, and Markdown is only ever rendered into escaped, link-checked HTML.
+# Images off: the browser would fetch whatever URL the model wrote (`![x](http://…)` stays a plain link).
+MARKDOWN = MarkdownIt("commonmark", {"html": False, "linkify": False}).enable("table").disable("image")
+
+
+def aligned_by_class(state) -> None:
+    """markdown-it aligns a table's cells with a style attribute, which the Content-Security-Policy refuses
+    (no inline style): a class instead (static/css/panel.css)."""
+    for token in state.tokens:
+        if token.type in ("th_open", "td_open") and "style" in token.attrs:
+            align = str(token.attrs.pop("style")).removeprefix("text-align:")
+            token.attrSet("class", f"align-{align}")
+
+
+MARKDOWN.core.ruler.push("aligned_by_class", aligned_by_class)
+
+
+class ChatError(ValueError):
+    pass
+
+
+@dataclass
+class Turn:
+    job: Job
+    question: str
+
+    @property
+    def answer_html(self) -> str:
+        return render(self.job.output)
+
+
+def render(text: str) -> str:
+    return MARKDOWN.render(text)
+
+
+def ready_deployments():
+    return Deployment.objects.filter(status__in=queueing.USABLE).select_related("model").order_by(
+        "-is_default", "-created")
+
+
+def default_deployment() -> Deployment | None:
+    return ready_deployments().first()
+
+
+def turns(conversation: Conversation) -> list[Turn]:
+    jobs = conversation.jobs.filter(retry__isnull=True).select_related("deployment").order_by("created", "pk")
+    return [Turn(job, job.messages[-1]["content"] if job.messages else "") for job in jobs]
+
+
+def history(conversation: Conversation) -> list[dict]:
+    """The messages so far, as the model sees them: the system prompt, then each finished turn."""
+    messages = [{"role": "system", "content": conversation.system_prompt}] if conversation.system_prompt else []
+    for turn in turns(conversation):
+        if turn.job.status in (JobStatus.SUCCEEDED, JobStatus.CANCELLED) and turn.job.output:
+            messages += [{"role": "user", "content": turn.question},
+                         {"role": "assistant", "content": turn.job.output}]
+    return messages
+
+
+def ready_deployment(value) -> Deployment:
+    """The ready deployment the page chose: its id, as a number or the select's string."""
+    if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
+        value = int(value)
+    found = None
+    if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
+        found = ready_deployments().filter(pk=value).first()
+    if found is None:
+        raise ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
+    return found
+
+
+def typed_text(value, what: str) -> str:
+    """Text the page sent, refused in words if it is not a string or not Unicode (a lone surrogate, which JSON
+    can carry, cannot be stored or read by the model)."""
+    if value is None:
+        return ""
+    if not isinstance(value, str):
+        raise ChatError(f"The {what} must be text.")
+    if not unicode_text(value):
+        raise ChatError(f"The {what} holds a character that is not text (a lone UTF-16 surrogate or a NUL); "
+                        "remove it and send again.")
+    return value
+
+
+def set_system_prompt(conversation: Conversation, value) -> None:
+    system = typed_text(value, "system prompt")
+    if len(system) > MAX_MESSAGE_CHARS:
+        raise ChatError(f"The system prompt is {len(system)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
+    if system != conversation.system_prompt:
+        conversation.system_prompt = system
+        conversation.save(update_fields=["system_prompt"])
+
+
+def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment) -> Job:
+    text = text.strip()
+    if not text:
+        raise ChatError("Type a message first.")
+    if len(text) > MAX_MESSAGE_CHARS:
+        raise ChatError(f"That message is {len(text)} characters long; the limit is {MAX_MESSAGE_CHARS}.")
+    if not unicode_text(text):
+        raise ChatError("That message holds a character that is not text (a lone UTF-16 surrogate or a NUL); "
+                        "remove it and send again.")
+    if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
+        raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
+    if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
+        raise ChatError("The last answer is still coming; wait for it or stop it first.")
+    try:
+        with transaction.atomic():  # the engine is woken when this commits: QueueDown comes from here
+            if not conversation.title:
+                conversation.title = text[:60] + ("…" if len(text) > 60 else "")
+            conversation.deployment, conversation.params = deployment, params.as_dict()
+            conversation.save()
+            job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
+                      messages=[*history(conversation), {"role": "user", "content": text}],
+                      params=params.as_dict())
+            queueing.submit(job)
+    except queueing.QueueError as exc:
+        raise ChatError(str(exc)) from None
+    except queueing.QueueDown as exc:
+        raise ChatError(f"Could not send it: Redis, which carries jobs, is unreachable ({exc}). "
+                        "Try again in a moment.") from None
+    return job

@@ -1,0 +1,88 @@
+"""The chat page: a signed-in user's conversations with a ready deployment."""
+
+import json
+
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_POST
+
+from jobs.chat import conversations
+from jobs.models import Conversation, Job
+from jobs.params import LIMITS, ParamError, validate
+from jobs.queue import queueing
+
+
+def own_conversation(request: HttpRequest, pk: int) -> Conversation:
+    return get_object_or_404(Conversation, pk=pk, user=request.user)
+
+
+def chat_home(request: HttpRequest) -> HttpResponse:
+    latest = request.user.conversations.first()
+    if latest is None:
+        latest = Conversation.objects.create(user=request.user, deployment=conversations.default_deployment())
+    return redirect("chat:conversation", pk=latest.pk)
+
+
+@require_POST
+def new_conversation(request: HttpRequest) -> HttpResponse:
+    current = request.user.conversations.first()
+    conversation = Conversation.objects.create(
+        user=request.user, deployment=conversations.default_deployment(),
+        system_prompt=current.system_prompt if current else "", params=current.params if current else {})
+    return redirect("chat:conversation", pk=conversation.pk)
+
+
+def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = own_conversation(request, pk)
+    deployments = list(conversations.ready_deployments())
+    chosen = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
+    return render(request, "jobs/chat.html", {
+        "conversation": conversation, "conversations": request.user.conversations.all()[:50],
+        "turns": conversations.turns(conversation), "deployments": deployments, "chosen": chosen,
+        "params": {**conversations.Params().as_dict(), **conversation.params}, "limits": LIMITS,
+    })
+
+
+@require_POST
+def send(request: HttpRequest, pk: int) -> JsonResponse:
+    """JSON in ({text, system_prompt, deployment, params}), JSON out: the job to listen to, or why not."""
+    conversation = own_conversation(request, pk)
+    try:
+        body = json.loads(request.body or b"{}")
+        if not isinstance(body, dict):
+            raise ValueError
+    except (ValueError, RecursionError):
+        return refused("The request was not the JSON the page sends; reload the page.")
+    try:
+        params = validate(body.get("params") if isinstance(body.get("params"), dict) else {})
+        deployment = conversations.ready_deployment(body.get("deployment"))
+        conversations.set_system_prompt(conversation, body.get("system_prompt"))
+        job = conversations.ask(conversation, conversations.typed_text(body.get("text"), "message"), params, deployment)
+    except ParamError as exc:
+        return refused(str(exc), exc.param)
+    except conversations.ChatError as exc:
+        return refused(str(exc))
+    return JsonResponse({"job": job.pk, "position": queueing.position(job), "title": conversation.title})
+
+
+def refused(message: str, field: str | None = None) -> JsonResponse:
+    return JsonResponse({"error": message, "field": field}, status=400)
+
+
+def own_job(request: HttpRequest, pk: int) -> Job:
+    job = get_object_or_404(Job, pk=pk)
+    if job.user_id != request.user.pk and not request.user.is_lab_admin:
+        raise Http404
+    return job
+
+
+def answer(request: HttpRequest, pk: int) -> JsonResponse:
+    """A finished answer as safe HTML, with its timings (the page swaps the streamed text for it)."""
+    job = own_job(request, pk)
+    return JsonResponse({"html": conversations.render(job.output), "ctx": job.deployment.ctx, **job.summary()})
+
+
+@require_POST
+def stop(request: HttpRequest, pk: int) -> JsonResponse:
+    job = queueing.cancel(own_job(request, pk))
+    return JsonResponse({"status": job.status})

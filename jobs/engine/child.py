@@ -1,0 +1,37 @@
+"""What an engine worker's child does when it starts, before it takes a job: settle what its predecessor left.
+
+A job still RUNNING was interrupted — by a laptop whose rpc-server died (then the job fails naming it and the
+deployment is re-planned, jobs/engine/recovery.py), or by the engine itself (then the job runs again; its result was
+never stored). Then every queued job's message is sent again, since some may have died with the predecessor.
+"""
+
+from django.db import close_old_connections
+
+from jobs import messages
+from jobs.engine import recovery, runner
+from jobs.models import Job, JobStatus
+from jobs.queue import queueing
+from models_app.models import Deployment
+
+
+def on_child_start() -> None:
+    """Settle interrupted jobs, then re-send every queued job's message (some may have died with us)."""
+    close_old_connections()
+    deployment = Deployment.objects.filter(pk=runner.deployment_id()).first()
+    if deployment is None:
+        return
+    interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
+    if interrupted:
+        dead = recovery.dead_laptops(deployment)
+        if dead:
+            runner.State.retired = True
+            recovery.laptops_died(deployment, dead, interrupted)
+            return
+        for job in interrupted:
+            if job.attempts >= runner.MAX_ENGINE_STOPS:
+                runner.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
+                                                           "see the engine worker's log.")
+            else:
+                Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED)
+    messages.load_engine(deployment.pk, deployment.queue)  # loading shows before the first job
+    queueing.wake_all(deployment)

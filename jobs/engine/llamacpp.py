@@ -1,0 +1,103 @@
+"""The door to llama.cpp in the head (llama-cpp-python's libraries).
+
+ggml's RPC client aborts the whole process when a server is unreachable or
+misbehaves, so every call that talks to a server runs in a child process.
+"""
+
+import ctypes
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+
+class LlamaCppError(RuntimeError):
+    pass
+
+
+def lib_dir() -> Path:
+    import llama_cpp  # here, not at the top: web processes import this module without needing libllama
+
+    return Path(llama_cpp.__file__).parent / "lib"
+
+
+def _loaded_library(soname_prefix: str) -> ctypes.CDLL:
+    """The copy of a library that libllama itself uses.
+
+    The wheel holds libggml.so, libggml.so.0 and libggml.so.0.x as separate
+    files (wheels keep no symlinks); opening the wrong one gives a second ggml
+    with its own backend registry, and RPC servers registered there are
+    silently ignored by llama.cpp.
+    """
+    import llama_cpp
+
+    llama_cpp.llama_backend_init()  # loads libllama and, through it, its libggml
+    here = lib_dir().resolve()  # the maps name real paths; a virtualenv may be reached through a symlink
+    for line in Path("/proc/self/maps").read_text().splitlines():
+        path = line.split()[-1]
+        if Path(path).name.startswith(soname_prefix) and Path(path).parent == here:
+            return ctypes.CDLL(path)
+    return ctypes.CDLL(soname_prefix.rstrip("."))
+
+
+def load_ggml() -> ctypes.CDLL:
+    ggml = _loaded_library("libggml.so.")
+    ggml.ggml_backend_reg_by_name.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
+    return ggml
+
+
+def has_rpc_backend() -> bool:
+    """True when llama-cpp-python was built with GGML_RPC (a plain PyPI build is not)."""
+    import llama_cpp
+
+    llama_cpp.llama_backend_init()
+    return bool(load_ggml().ggml_backend_reg_by_name(b"RPC"))
+
+
+def _device_memory_in_this_process(endpoint: str) -> dict:
+    rpc = _loaded_library("libggml-rpc.so.")
+    rpc.ggml_backend_rpc_get_device_memory.argtypes = [
+        ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
+    free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
+    rpc.ggml_backend_rpc_get_device_memory(endpoint.encode(), 0, ctypes.byref(free), ctypes.byref(total))
+    return {"free": free.value, "total": total.value}
+
+
+def rpc_device_memory(endpoint: str, timeout: float = 30.0) -> dict:
+    """Free and total bytes of device 0 of the server at `host:port`, asked by ggml's own client."""
+    code = f"import json, jobs.engine.llamacpp as l; print(json.dumps(l._device_memory_in_this_process({endpoint!r})))"
+    try:
+        result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                                cwd=Path(__file__).resolve().parents[2])
+    except subprocess.TimeoutExpired:
+        raise LlamaCppError(f"ggml's RPC client got no answer from {endpoint} within {timeout:.0f} s") from None
+    if result.returncode != 0:
+        reason = result.stderr.strip().splitlines()[-1:] or [f"exit code {result.returncode}"]
+        raise LlamaCppError(f"ggml's RPC client failed against {endpoint}: {reason[0]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def register_rpc_servers(endpoints: list[str]) -> None:
+    """Make each `host:port` a llama.cpp device, in order, before any model loads.
+
+    The backend must be initialised first; registered the other way round, the
+    model silently loads on the head's CPU. Unreachable servers abort the process.
+    """
+    import llama_cpp
+
+    llama_cpp.llama_backend_init()
+    ggml = load_ggml()
+    ggml.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
+    ggml.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    ggml.ggml_backend_register.argtypes = [ctypes.c_void_p]
+    rpc_reg = ggml.ggml_backend_reg_by_name(b"RPC")
+    if not rpc_reg:
+        raise LlamaCppError("this llama-cpp-python was built without GGML_RPC")
+    address = ggml.ggml_backend_reg_get_proc_address(rpc_reg, b"ggml_backend_rpc_add_server")
+    add_server = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_char_p)(address)
+    for endpoint in endpoints:
+        server_reg = add_server(endpoint.encode())
+        if not server_reg:
+            raise LlamaCppError(f"llama.cpp could not add the RPC server {endpoint}")
+        ggml.ggml_backend_register(server_reg)

@@ -1,0 +1,190 @@
+"""When a laptop dies under a running job: name it, re-plan on the laptops left, reload, retry the job.
+
+Blame comes from the laptops themselves, over SSH: a laptop whose rpc-server is
+gone, or is not the process the engine loaded onto (the supervisor restarts dead
+servers within seconds, so "running again" is not "never died"), or that does
+not answer at all.
+"""
+
+import logging
+
+from django.conf import settings
+from django.db import transaction
+from django.utils import timezone
+
+from clusterpanel.broadcast import broadcast
+from jobs import messages
+from jobs.engine import runner
+from jobs.models import Job, JobStatus
+from jobs.queue import queueing, stream
+from models_app import deploy
+from models_app.models import Deployment, DeploymentStatus
+from models_app.planning import PlanningError, as_record, make_plan
+from nodes import rpcserver, ssh
+from nodes.models import RpcServer
+
+log = logging.getLogger(__name__)
+STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins
+NOT_RETRIED = "Not retried."  # and what recovery adds to it when no retry will come
+
+
+def dead_laptops(deployment: Deployment) -> dict[str, str]:
+    """Laptop name → what happened to it, for each laptop whose rpc-server is not the one the engine used."""
+    loaded = deployment.engine.get("servers", {})
+    dead = {}
+    for stage in deployment.stages.select_related("node", "server"):
+        server, node = stage.server, stage.node
+        if server is None:
+            continue
+        try:
+            state = rpcserver.state(node.ssh_target(), node.install_dir, server.port)
+        except ssh.SSHError as exc:
+            dead[node.name] = f"it does not answer over SSH ({exc})"
+            continue
+        server.refresh_from_db()
+        if not state.running:
+            dead[node.name] = f"its rpc-server ended: {rpcserver.why_it_ended(state.log_tail)}"
+        elif loaded.get(node.name) and state.pid != loaded[node.name]:
+            reason = (server.last_death or "").split("\n", 1)[0] or "it is no longer the one the engine used"
+            dead[node.name] = f"its rpc-server ended: {reason} (the panel has started a new one since)"
+    return dead
+
+
+def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
+    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+    what = "; ".join(f"{name}: {why}" for name, why in dead.items())
+    for job in interrupted:
+        runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
+                                                   f"generation ({what}).")
+    # The supervisor stops this engine (and this process) as soon as it sees the deployment degraded: the
+    # status commits only once the recovery task is sent, or a quick supervisor left it never sent.
+    with transaction.atomic():
+        deployment.set_status(DeploymentStatus.DEGRADED,
+                              f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
+        messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
+
+
+def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
+    """Re-plan without the dead laptops; if the model still fits, bring it back and retry each job once.
+    Whatever goes wrong, the deployment ends up ready or failed, and each job is retried or told why not."""
+    try:
+        back = bring_back(deployment, dead, job_ids)
+    except Exception as exc:  # anything unexpected: it must not stay preparing, nor its jobs wait for a retry
+        log.exception("recovering %s failed", deployment)
+        give_up(deployment, job_ids, f"Recovery failed unexpectedly: {exc}")
+        return
+    if back:
+        retry(job_ids)
+
+
+def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> bool:
+    """The deployment re-planned and ready again on the laptops left (True), or failed saying why (False)."""
+    stages = list(deployment.stages.select_related("node", "server"))
+    remaining = [stage.node for stage in stages if stage.node.name not in dead]
+    try:
+        if not remaining:
+            raise PlanningError("no laptop is left.")
+        plan = make_plan(deployment.model, remaining, deployment.ctx, deployment.mode, replacing=deployment,
+                         slots=deployment.slots)
+    except PlanningError as exc:
+        # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
+        give_up(deployment, job_ids, f"It no longer fits without {', '.join(dead)}: {exc}", keep_detail=True)
+        return False
+    with transaction.atomic():
+        for stage in stages:
+            if stage.node.name in dead and stage.server:
+                RpcServer.objects.filter(pk=stage.server_id).update(wanted=False)
+        kept = {stage.node.name: stage.server for stage in stages if stage.node.name not in dead}
+        deployment.stages.all().delete()
+        deployment.plan = as_record(plan)
+        deployment.revision += 1
+        deployment.engine = {}
+        deployment.save(update_fields=["plan", "revision", "engine"])
+        by_name = {node.name: node for node in remaining}
+        for position, stage in enumerate(plan.stages[1:]):
+            deployment.stages.create(position=position, node=by_name[stage.machine.name], first_layer=stage.first,
+                                     layer_count=stage.count, memory=stage.memory.__dict__,
+                                     server=kept.get(stage.machine.name))
+    unused = [server for name, server in kept.items() if name not in {s.machine.name for s in plan.stages[1:]}]
+    for server in unused:
+        RpcServer.objects.filter(pk=server.pk).update(wanted=False)
+    deploy.prepare_again(deployment, f"Re-planned on {', '.join(by_name)} without {', '.join(dead)}; waiting "
+                                     "for their rpc-servers.")
+    try:
+        stages = list(deployment.stages.select_related("node"))
+        deploy.wait_for_servers(stages)
+        if deployment.preseed:
+            deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
+    except deploy.DeployError as exc:
+        give_up(deployment, job_ids, str(exc))
+        return False
+    deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
+                                                  "failed; the engine reloads the model.")
+    return True
+
+
+def give_up(deployment: Deployment, job_ids: list[int], why: str, keep_detail: bool = False) -> None:
+    """The deployment FAILED with `why` (after what it said, with `keep_detail`), its servers let go; the jobs
+    recovery was to retry, and those waiting on it, fail saying why."""
+    detail = f"{deployment.status_detail} {why}".strip() if keep_detail else why
+    deploy.stop(deployment, DeploymentStatus.FAILED, detail)
+    not_retried(undecided(job_ids), why)
+    fail_waiting(deployment, f"The deployment stopped: {why}")
+
+
+def undecided(job_ids: list[int]) -> list[Job]:
+    """Those of the jobs still waiting to hear whether a retry comes."""
+    return [job for job in Job.objects.filter(pk__in=job_ids) if retry_state(job.pk)[0]]
+
+
+def fail_waiting(deployment: Deployment, why: str) -> None:
+    """Jobs still queued on a deployment that will not come back."""
+    for job in Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED):
+        if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.FAILED, error=why,
+                                                                         finished=timezone.now()):
+            job.refresh_from_db()
+            stream.announce_done(job)
+
+
+def retry(job_ids: list[int]) -> None:
+    """A new job for each failed one, as long as it has retries left (JOB_RETRIES, 1 by default)."""
+    allowed = int(getattr(settings, "JOB_RETRIES", 1))
+    for job in Job.objects.filter(pk__in=job_ids, status=JobStatus.FAILED):
+        depth, earlier = 0, job
+        while earlier.retry_of_id:
+            depth, earlier = depth + 1, earlier.retry_of
+        if depth >= allowed or (job.batch_id and job.batch.cancelled):
+            not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
+                        else "Its batch was cancelled.")
+            continue
+        again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
+                    prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
+                    batch=job.batch, line=job.line, custom_id=job.custom_id)
+        try:
+            queueing.submit(again)
+        except queueing.QueueError as exc:  # the deployment went away while it was being brought back
+            not_retried([job], str(exc))
+            continue
+        except queueing.QueueDown as exc:  # Redis did not take its message: the retry has failed already
+            not_retried([job], f"Its retry could not be queued: Redis, which carries jobs, did not answer ({exc}).")
+            continue
+        broadcast(stream.group(job.pk), "job.event", {"event": "retry", "job": again.pk})
+
+
+def not_retried(jobs, why: str) -> None:
+    """Write down that a job failed by a laptop's death gets no retry, and tell its listeners again."""
+    for job in jobs:
+        job.error = f"{job.error} {NOT_RETRIED} {why}"
+        job.save(update_fields=["error"])
+        stream.announce_done(job)
+
+
+def retry_state(job_id: int) -> tuple[bool, int | None]:
+    """For a failed job: whether a retry may still come, and the retry once it is there. A job failed by
+    a laptop's death waits until recovery either submits its retry or writes down why not."""
+    job = Job.objects.get(pk=job_id)
+    again = Job.objects.filter(retry_of=job).values_list("pk", flat=True).first()
+    if again is not None:
+        return False, again
+    waiting = job.status == JobStatus.FAILED and job.error.startswith(STOPPED) and NOT_RETRIED not in job.error
+    return waiting, None

@@ -1,0 +1,266 @@
+"""Several generations on one model at once: continuous batching over llama.cpp's sequences.
+
+A `Batcher` owns the context's `slots` sequences. Each decode step carries one
+token for every sequence that is generating and, within what is left of the
+step's token budget, a piece of the prompt of each sequence still reading one
+(chunked prefill): a long prompt joining the batch is read between steps, and
+the streams already running keep flowing. A sequence joins at the next step and
+leaves as soon as it ends; nobody waits for anybody's answer to finish.
+
+Each sequence samples with its own sampler chain, built as llama-cpp-python
+builds one for `create_completion` (same samplers, order and defaults), so a
+lone greedy job gives the tokens a single-process llama-cpp-python run gives.
+
+A sequence's KV cache is kept after its job ends. The next job reuses the
+longest prefix some free sequence already holds (a conversation's next turn
+finds its previous turn there) when it may: `Work.reuse` is False for jobs that
+promise the same answer for the same request (a seed, or greedy), since a prompt
+read in other pieces gives slightly other numbers. Otherwise the free sequence
+unused the longest is cleared and taken.
+"""
+
+import ctypes
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from jobs.engine.textout import TextOut
+
+STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
+PREFILL_BESIDE_OTHERS = 64  # prompt tokens a sequence reads per step while others are generating
+LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's last_n_tokens_size)
+MIN_P = 0.05  # llama-cpp-python's default for create_completion, which the engine used before
+
+
+class DecodeError(RuntimeError):
+    pass
+
+
+@dataclass
+class Work:
+    """A job as the batcher sees it."""
+    key: int  # the job's id
+    prompt: list[int]
+    params: dict
+    stops: list[str]
+    on_text: Callable[[str], None]
+    limit: int  # most tokens it may generate (the context's room left)
+    reuse: bool = True
+
+
+@dataclass
+class Outcome:
+    text: str = ""
+    finish_reason: str = ""
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    reused_tokens: int = 0  # prompt tokens found already in the sequence's cache, not read again
+    prompt_seconds: float | None = None
+    first_token_at: float | None = None  # time.time()
+    cancelled: bool = False
+    pieces: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Sequence:
+    seq_id: int
+    cached: list[int] = field(default_factory=list)  # tokens whose keys and values the context holds
+    work: Work | None = None
+    todo: list[int] = field(default_factory=list)  # prompt tokens not read yet
+    last: int | None = None  # the token sampled last, not yet in the cache
+    sampler: object = None
+    out: TextOut | None = None
+    outcome: Outcome | None = None
+    started: float = 0.0
+    freed: float = 0.0
+
+    @property
+    def generating(self) -> bool:
+        return self.work is not None and not self.todo
+
+
+class Batcher:
+    def __init__(self, llm, slots: int) -> None:
+        import llama_cpp
+
+        self.api, self.llm = llama_cpp, llm
+        self.ctx = llm._ctx.ctx
+        self.vocab = llm._model.vocab
+        self.memory = llama_cpp.llama_get_memory(self.ctx)
+        self.sequences = [Sequence(seq_id) for seq_id in range(slots)]
+        self.batch = llama_cpp.llama_batch_init(STEP_TOKENS, 0, 1)
+        self.eos = llm.token_eos()
+        self.generated = 0  # tokens sampled since the engine started, over all sequences
+
+    @property
+    def busy(self) -> list[Sequence]:
+        return [seq for seq in self.sequences if seq.work is not None]
+
+    @property
+    def free(self) -> int:
+        return sum(seq.work is None for seq in self.sequences)
+
+    def add(self, work: Work) -> Outcome:
+        """Give the job a free sequence; it starts at the next step."""
+        seq, reused = self._choose(work)
+        if reused < len(seq.cached):
+            self.api.llama_memory_seq_rm(self.memory, seq.seq_id, reused, -1)
+            del seq.cached[reused:]
+        seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
+        seq.sampler = self._sampler(work.params)
+        seq.out = TextOut(work.stops)
+        seq.outcome = Outcome(prompt_tokens=len(work.prompt), reused_tokens=reused)
+        seq.started = time.monotonic()
+        return seq.outcome
+
+    def _choose(self, work: Work) -> tuple[Sequence, int]:
+        """The free sequence holding the longest prefix of the prompt (at least one prompt token is always read
+        again, for its logits), else the one free the longest."""
+        free = [seq for seq in self.sequences if seq.work is None]
+        if not free:
+            raise DecodeError("no free sequence")
+        if work.reuse:
+            best = max(free, key=lambda seq: (common_prefix(seq.cached, work.prompt), seq.freed))
+            shared = min(common_prefix(best.cached, work.prompt), len(work.prompt) - 1)
+            if shared > 0:
+                return best, shared
+        return min(free, key=lambda seq: seq.freed), 0
+
+    def _sampler(self, params: dict):
+        """The chain llama-cpp-python's `_init_sampler` builds for these parameters."""
+        from llama_cpp import _internals
+
+        chain = _internals.LlamaSampler()
+        chain.add_penalties(self.llm.n_vocab(), LAST_N, params["repeat_penalty"], 0.0, 0.0)
+        temperature = params["temperature"]
+        if temperature == 0.0:
+            chain.add_greedy()
+        else:
+            seed = params.get("seed")
+            chain.add_top_k(params["top_k"])
+            chain.add_typical(1.0, 1)
+            chain.add_top_p(params["top_p"], 1)
+            chain.add_min_p(MIN_P, 1)
+            chain.add_temp(temperature)
+            chain.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4)))
+        return chain
+
+    def step(self) -> list[tuple[int, Outcome]]:
+        """One decode step over every busy sequence; the jobs that ended in it (key and outcome; their sequences
+        are free again)."""
+        rows = self._fill()
+        if not self.batch.n_tokens:  # a step reading only a prompt piece samples nothing, but is still computed
+            return []
+        code = self.api.llama_decode(self.ctx, self.batch)
+        if code != 0:
+            raise DecodeError(f"llama_decode returned {code}")
+        ended = []
+        for seq, row in rows:
+            key = seq.work.key
+            if self._sample(seq, row):
+                ended.append((key, seq.outcome))
+        return ended
+
+    def _fill(self) -> list[tuple[Sequence, int]]:
+        """Put this step's tokens in the batch: a token for every generating sequence, then prompt pieces.
+        Returns the sequences that sample after the step, with the row of their logits."""
+        batch, n, rows = self.batch, 0, []
+        generating = [seq for seq in self.sequences if seq.generating]
+        for seq in generating:
+            n = self._put(n, seq, [seq.last], logits_last=True)
+            rows.append((seq, n - 1))
+        reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
+        for seq in reading:
+            room = STEP_TOKENS - n
+            if room <= 0:
+                break
+            piece = min(room, len(seq.todo), PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
+            tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
+            n = self._put(n, seq, tokens, logits_last=not seq.todo)
+            if not seq.todo:
+                rows.append((seq, n - 1))
+        batch.n_tokens = n
+        return rows
+
+    def _put(self, n: int, seq: Sequence, tokens: list[int], logits_last: bool) -> int:
+        batch, pos = self.batch, len(seq.cached)
+        for i, token in enumerate(tokens):
+            batch.token[n] = token
+            batch.pos[n] = pos + i
+            batch.n_seq_id[n] = 1
+            batch.seq_id[n][0] = seq.seq_id
+            batch.logits[n] = logits_last and i == len(tokens) - 1
+            n += 1
+        seq.cached.extend(tokens)
+        return n
+
+    def _sample(self, seq: Sequence, row: int) -> bool:
+        """Sample the sequence's next token from its logits; True when its job ended."""
+        outcome, work = seq.outcome, seq.work
+        if outcome.completion_tokens == 0 and outcome.prompt_seconds is None:
+            outcome.prompt_seconds = time.monotonic() - seq.started
+        token = self.api.llama_sampler_sample(seq.sampler.sampler, self.ctx, row)
+        if self.api.llama_vocab_is_eog(self.vocab, token):
+            return self._end(seq, "stop")
+        seq.last = token
+        outcome.completion_tokens += 1
+        self.generated += 1
+        self._give(seq, seq.out.add(self._piece(token)))
+        if seq.out.stopped:
+            return self._end(seq, "stop", finished=True)
+        if outcome.completion_tokens >= work.limit:
+            return self._end(seq, "length")
+        return False
+
+    def _piece(self, token: int) -> bytes:
+        buffer = ctypes.create_string_buffer(64)
+        size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
+        if size < 0:  # a longer piece: ask again with room for it
+            buffer = ctypes.create_string_buffer(-size)
+            size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
+        return buffer.raw[:size]
+
+    def _give(self, seq: Sequence, pieces: list[str]) -> None:
+        outcome = seq.outcome
+        for text in pieces:
+            if outcome.first_token_at is None:
+                outcome.first_token_at = time.time()
+            outcome.pieces.append(text)
+            seq.work.on_text(text)
+
+    def _end(self, seq: Sequence, reason: str, finished: bool = False) -> bool:
+        if not finished:
+            self._give(seq, seq.out.finish())
+        seq.outcome.finish_reason = reason
+        self.release(seq)
+        return True
+
+    def cancel(self, seq: Sequence) -> Outcome:
+        """End a sequence's job now, keeping what it made."""
+        outcome = seq.outcome
+        outcome.cancelled, outcome.finish_reason = True, "cancelled"
+        self.release(seq)
+        return outcome
+
+    def release(self, seq: Sequence) -> None:
+        seq.outcome.text = "".join(seq.outcome.pieces)
+        if seq.todo:  # ended while still reading its prompt: what was read is kept, the rest never was
+            seq.todo = []
+        seq.work, seq.sampler, seq.out, seq.last = None, None, None, None
+        seq.freed = time.monotonic()
+
+    def forget_all(self) -> None:
+        """Clear every sequence's cache (the next jobs read their prompts whole)."""
+        self.api.llama_memory_clear(self.memory, True)
+        for seq in self.sequences:
+            seq.cached = []
+
+
+def common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

@@ -1,0 +1,285 @@
+"""Putting jobs in front of a deployment's engine, cancelling them, and telling where they stand.
+
+Queue messages are only wake-up calls, one per job: each lets the engine claim,
+in the database, the job that comes first (`claim_next`), so a message delivered
+twice runs nothing twice, and an engine that starts re-sends the messages of
+every job still queued. Which job comes first (`in_turn`): whatever people wait
+for (chat, the APIs) before batch items. Among those, people take turns: a
+job's turn is how many jobs its user has running on the deployment plus how
+many of that user's own it waits behind, and jobs go by turn, then age; so one
+person's fifty script requests do not keep another's chat waiting behind them
+all. Jobs without a user take turns as one person. Batch items come after, in
+the order their batches came and each batch in line order (`ORDER`). A running
+job is never interrupted; an engine with free slots keeps one for people
+(`claim_next(batch_allowed=False)`), so a chat need not wait for a batch item.
+"""
+
+from datetime import timedelta
+
+from django.db import transaction
+from django.db.models import BigIntegerField, Count, F, Func, OuterRef, Q, Subquery, Value, Window
+from django.db.models.functions import Coalesce, RowNumber
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from clusterpanel.broadcast import broadcast
+from jobs import messages
+from jobs.models import Job, JobStatus
+from jobs.queue import stream
+from models_app.models import Deployment, DeploymentStatus
+
+USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
+GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
+# How long a running job's engine has to confirm a stop before the job ends without it. The engine looks between
+# tokens: reading a long prompt on slow laptops can take tens of seconds before the first.
+STOP_CONFIRM_S = 60
+ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in the order they came, too
+NOBODY = Value(0, output_field=BigIntegerField())  # the one "person" of jobs without a user: no user has pk 0
+
+
+class QueueError(Exception):
+    pass
+
+
+class QueueDown(Exception):
+    """The job could not be handed to its engine (Redis, the broker, is unreachable): it is failed, not left
+    waiting for a message that was never sent."""
+
+
+def cancel_key(job_id: int) -> str:
+    return f"job:{job_id}:cancel"
+
+
+def check_deployment(deployment: Deployment) -> None:
+    if deployment.status not in USABLE:
+        raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
+                         "not ready: choose a ready deployment.")
+
+
+def submit(job: Job) -> Job:
+    """Save a new job and wake its deployment's engine once the row is committed."""
+    check_deployment(job.deployment)
+    job.save()
+    transaction.on_commit(lambda: queued(job))
+    return job
+
+
+def queued(job: Job) -> None:
+    """Wake the engine; a job people wait for may go ahead of others waiting (they take turns): tell those
+    behind it their new places."""
+    hand_over(job)
+    if job.batch_id is None:
+        announce_positions(job.deployment_id, start=position(job) + 1)
+
+
+def submit_many(jobs: list[Job]) -> list[Job]:
+    """Save new jobs for one deployment in one statement (a batch file's lines); wake the engine per job on commit."""
+    if not jobs:
+        return jobs
+    check_deployment(jobs[0].deployment)
+    saved = Job.objects.bulk_create(jobs)
+    transaction.on_commit(lambda: hand_over_all(saved))
+    return saved
+
+
+def wake(job: Job) -> None:
+    messages.run_job(job.pk, job.deployment.queue)
+
+
+def hand_over_all(jobs: list[Job]) -> None:
+    """Each job its message; when one cannot be sent, it and every job after it fail, then QueueDown."""
+    from kombu.exceptions import OperationalError
+
+    for sent, job in enumerate(jobs):
+        try:
+            wake(job)
+        except (OperationalError, OSError) as exc:
+            fail_unqueued([job.pk for job in jobs[sent:]], exc)
+            raise QueueDown(f"{len(jobs) - sent} of {len(jobs)} jobs could not be queued: {exc}") from None
+
+
+def hand_over(job: Job) -> None:
+    """Wake the engine for a new job; if that cannot be done, the job fails now rather than wait forever."""
+    hand_over_all([job])
+
+
+def fail_unqueued(job_ids: list[int], exc: Exception) -> None:
+    Job.objects.filter(pk__in=job_ids, status=JobStatus.QUEUED).update(
+        status=JobStatus.FAILED, finished=timezone.now(),
+        error=f"Could not queue this job: Redis, which carries jobs, is unreachable ({exc}).")
+
+
+def wake_all(deployment: Deployment) -> int:
+    """Re-send a message for every job still queued (messages may have died with an engine)."""
+    queued = list(Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED))
+    for job in queued:
+        wake(job)
+    return len(queued)
+
+
+def wake_if_stalled(deployment: Deployment, quiet_s: float) -> bool:
+    """Send one message when jobs have waited `quiet_s` with nothing running and no message in the engine's
+    queue: their messages were lost (a Redis restart drops what it had not saved). True if one was sent."""
+    since = timezone.now() - timedelta(seconds=quiet_s)
+    first = waiting(deployment.pk).filter(created__lt=since).first()
+    if first is None or Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING).exists():
+        return False
+    if stream.store().llen(deployment.queue):  # Celery's Redis transport keeps a queue's messages in a list
+        return False
+    wake(first)
+    return True
+
+
+def claim_next(deployment_id: int, batch_allowed: bool = True) -> Job | None:
+    """The deployment's first waiting job (`in_turn`, then batch items), now RUNNING and ours; None if none
+    waits (its message found the job it was sent for already run by an earlier message). Without
+    `batch_allowed`, batch items are passed over: the engine keeps that slot for people."""
+    while True:
+        first = next_in_line(deployment_id, batch_allowed)
+        if first is None:
+            return None
+        job = claim(first)
+        if job is not None:  # else cancelled a moment ago: the next one
+            return job
+
+
+def next_in_line(deployment_id: int, batch_allowed: bool) -> int | None:
+    first = in_turn(deployment_id).values_list("pk", flat=True).first()
+    if first is None and batch_allowed:
+        first = waiting(deployment_id).filter(batch__isnull=False).values_list("pk", flat=True).first()
+    return first
+
+
+def claim(job_id: int) -> Job | None:
+    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken)."""
+    taken = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
+        status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1)
+    return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id) if taken else None
+
+
+def waiting(deployment_id: int):
+    """Every waiting job, people's before batch items; among people's, oldest first, not in turn (`in_turn`)."""
+    return Job.objects.filter(deployment=deployment_id, status=JobStatus.QUEUED).order_by(*ORDER)
+
+
+def person():
+    return Coalesce("user_id", NOBODY, output_field=BigIntegerField())
+
+
+def in_turn(deployment_id: int):
+    """The waiting interactive jobs (batch_id null) in the order they run: by turn, then age. A job's turn is
+    what its user has running on the deployment plus the user's own interactive jobs waiting ahead of it.
+    Claiming a job leaves every other's turn as it was (one running more, one waiting ahead fewer), so this
+    order holds until a job ends or a new one comes. One query, however many wait."""
+    running = (Job.objects.filter(deployment=deployment_id, status=JobStatus.RUNNING)
+               .annotate(person=person()).filter(person=OuterRef("person"))
+               .order_by().annotate(n=Func("pk", function="COUNT")).values("n"))  # one count, no GROUP BY
+    ahead_of_own = Window(RowNumber(), partition_by=F("person"), order_by=[F("created").asc(), F("pk").asc()])
+    return (waiting(deployment_id).filter(batch__isnull=True).annotate(person=person())
+            .annotate(turn=Coalesce(Subquery(running), 0) + ahead_of_own - 1)
+            .order_by("turn", "created", "pk"))
+
+
+def earlier(job: Job) -> Q:
+    return Q(created__lt=job.created) | Q(created=job.created, pk__lt=job.pk)
+
+
+def turn(job: Job) -> int:
+    """`in_turn`'s turn of one waiting interactive job."""
+    # By person(), as in_turn, and not by the user column: a user's finished jobs may be thousands, their
+    # running and waiting ones are few, and this way the database looks only at those.
+    theirs = (Job.objects.filter(deployment=job.deployment_id, status__in=(JobStatus.RUNNING, JobStatus.QUEUED))
+              .annotate(person=person()).filter(person=job.user_id or 0))
+    counts = theirs.aggregate(running=Count("pk", filter=Q(status=JobStatus.RUNNING)),
+                              ahead=Count("pk", filter=Q(status=JobStatus.QUEUED, batch__isnull=True) & earlier(job)))
+    return counts["running"] + counts["ahead"]
+
+
+def position(job: Job) -> int:
+    """1 for the next job to be claimed; 0 when it is not waiting."""
+    if job.status != JobStatus.QUEUED:
+        return 0
+    if job.batch_id is None:
+        mine = turn(job)
+        ahead = Q(turn__lt=mine) | (Q(turn=mine) & earlier(job))
+        return in_turn(job.deployment_id).filter(ahead).count() + 1
+    ahead = Q(batch__isnull=True) | Q(batch_id__lt=job.batch_id) | (Q(batch_id=job.batch_id) & earlier(job))
+    return waiting(job.deployment_id).filter(ahead).count() + 1
+
+
+def announce_positions(deployment_id: int, start: int = 1) -> None:
+    """Tell each waiting interactive job's listeners where it now stands, from place `start` on (those before
+    it did not move). Batch items are counted, not told: a batch page shows counts, and telling thousands of
+    items after every job would cost more than the jobs; they all come after these (ORDER)."""
+    others = in_turn(deployment_id).values_list("pk", flat=True)[start - 1:]
+    for place, job_id in enumerate(others, start=start):
+        broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
+
+
+def cancel(job: Job) -> Job:
+    """A queued job is cancelled at once; a running one stops within one token (the engine checks), or ends
+    without its engine when none will: its deployment is gone, or the engine did not confirm in time."""
+    if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED,
+                                                                       finished=timezone.now()):
+        job.refresh_from_db()
+        stream.announce_done(job)
+        announce_positions(job.deployment_id)
+    elif job.status == JobStatus.RUNNING:
+        stop_running(job)
+    return job
+
+
+def stop_running(job: Job) -> None:
+    from kombu.exceptions import OperationalError
+
+    gone = Deployment.objects.filter(pk=job.deployment_id, status__in=GONE).first()
+    if gone is not None:
+        end_stopped(job.pk, job.attempts, f"Stopped. No engine runs it any more: its deployment is "
+                                          f"{gone.get_status_display().lower()}.")
+        return
+    try:
+        stream.ask_to_cancel(job.pk, cancel_key(job.pk))
+        messages.confirm_stop(job.pk, job.attempts, STOP_CONFIRM_S)
+    except (RedisError, OperationalError, OSError) as exc:
+        end_stopped(job.pk, job.attempts, f"Stopped. Its engine could not be told (Redis did not answer: "
+                                          f"{exc}), so the job was ended without it.")
+
+
+def stop_unconfirmed(job_id: int, attempt: int) -> None:
+    """STOP_CONFIRM_S after a stop: the job, if its engine has not ended it, ends now (an engine that is
+    alive after all finds it ended and drops what it made)."""
+    end_stopped(job_id, attempt, f"Stopped. Its engine had not ended it {STOP_CONFIRM_S} s later (still reading "
+                                 "a long prompt, stuck, or not running), so the panel ended it.")
+
+
+def end_stopped(job_id: int, attempt: int, why: str) -> None:
+    if Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
+            status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
+        job = Job.objects.get(pk=job_id)
+        ended(job)
+        announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
+
+
+def settle_abandoned(deployment_id: int | None = None) -> int:
+    """Jobs still waiting or running on a deployment that stopped or failed: no engine will take or finish
+    them, so they fail saying why. How many. (A degraded deployment's jobs are recovery's.)"""
+    left = Job.objects.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING), deployment__status__in=GONE)
+    if deployment_id is not None:
+        left = left.filter(deployment=deployment_id)
+    settled = 0
+    for job in left.select_related("deployment"):
+        deployment = job.deployment
+        when = "before it ran" if job.status == JobStatus.QUEUED else "while it ran"
+        why = f"Its deployment {deployment.get_status_display().lower()} {when}. {deployment.status_detail}"
+        if Job.objects.filter(pk=job.pk, status=job.status).update(status=JobStatus.FAILED, error=why.strip(),
+                                                                   finished=timezone.now()):
+            ended(Job.objects.get(pk=job.pk))
+            settled += 1
+    return settled
+
+
+def ended(job: Job) -> None:
+    """Tell a job's end, settled outside its engine, to whoever listens."""
+    stream.announce_done(job)
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": job.status})

@@ -1,0 +1,279 @@
+"""A job's events on their way to listeners: kept in a Redis list for late joiners and published on the
+job's Redis channel, in one write per event.
+
+The engine's events (tokens, status, done) have sequence numbers. A listener
+subscribes first, then reads what is kept, then takes live events with a higher
+number only (jobs/chat/consumers.py, jobs/queue/listen.py), so it sees every token once and in
+order. Events from elsewhere (queue places, a cancel while queued, a retry) go
+through the channel layer group `job_<id>` and carry no number. Tokens take Redis
+pub/sub rather than the channel layer: it costs the web server a fraction of the CPU
+per token, and on a small head that CPU is what a stream is slowed by
+(bench/panel_overhead.py). Events are kept an hour after the job ends; after that
+the job's row in the database has the whole text.
+"""
+
+import contextlib
+import json
+import logging
+import time
+
+import redis
+import redis.asyncio
+from django.conf import settings
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from clusterpanel.broadcast import broadcast
+
+log = logging.getLogger(__name__)
+
+KEEP_S = 3600
+RETRY_S = 5.0  # after Redis failed the engine, how long tokens go unsent before it is tried again
+
+
+def group(job_id: int) -> str:
+    return f"job_{job_id}"
+
+
+def key(job_id: int) -> str:
+    return f"job:{job_id}:events"
+
+
+def channel(job_id: int) -> str:
+    return f"job:{job_id}:live"
+
+
+def store() -> redis.Redis:
+    return redis.Redis.from_url(settings.REDIS_URL)
+
+
+def announce_done(job) -> None:
+    """A job's end, told to its listeners by whoever settled it outside the engine's stream (a cancel while
+    queued, recovery)."""
+    broadcast(group(job.pk), "job.event", {"event": "done", **job.summary()})
+
+
+def kept(job_id: int) -> list[dict]:
+    """Everything sent for this job so far, oldest first."""
+    return [json.loads(raw) for raw in store().lrange(key(job_id), 0, -1)]
+
+
+class JobStream:
+    """Used by the engine: `token()` per token, `event()` for status changes.
+
+    Each send is one write on a connection of its own that has told Redis not to reply
+    (CLIENT REPLY OFF): no reply to wait for and no thread to hand over to, so it costs
+    the generating thread one system call. A thread per token cost the engine half a
+    millisecond of CPU per token in lock and GIL hand-offs (bench/panel_overhead.py).
+    Redis runs a connection's commands in order, so `flush()` knows all is stored once a
+    command with a reply comes back.
+
+    Tokens made less than `hold_ms` after the last send of their job wait for the next one and travel
+    together: one Redis message and one wake-up of each listener for several tokens,
+    which a fast model on a small head pays for in tokens/s. Listeners still get one
+    event per token. A token is shown at most `hold_ms` plus one token's time late; the
+    first token of a job, and any token after a pause of `hold_ms`, goes at once.
+
+    An engine running several jobs sets `deferring`: tokens due are then sent by
+    `send_due()` after each decode step, every job's in one write.
+    """
+
+    def __init__(self, hold_ms: float | None = None) -> None:
+        self.redis = store()
+        self.hold_s = (settings.STREAM_HOLD_MS if hold_ms is None else hold_ms) / 1000
+        self.seq: dict[int, int] = {}
+        self.held: dict[int, list[str]] = {}  # job → its events not sent yet, in order
+        self.sent_at: dict[int, float] = {}
+        self.due: set[int] = set()
+        self.deferring = False
+        self._connection = None
+        self._retry_at = 0.0
+
+    def start(self, job_id: int) -> None:
+        self.redis.delete(key(job_id))  # an earlier attempt's tokens are not this attempt's
+        self.seq[job_id], self.sent_at[job_id] = 0, 0.0
+        self.held.pop(job_id, None)
+
+    def token(self, job_id: int, text: str) -> None:
+        self._hold(job_id, "token", {"text": text, "t": time.time()})
+        if time.monotonic() - self.sent_at.get(job_id, 0.0) >= self.hold_s:
+            self.due.add(job_id)
+            if not self.deferring:
+                self.send_due()
+
+    def event(self, job_id: int, kind: str, payload: dict) -> None:
+        self._hold(job_id, kind, payload)
+        self._send([job_id], stamp=False)  # status events do not count: a job's first token goes at once
+
+    def forget(self, job_id: int) -> None:
+        """The job ended and everything of it was sent: its counters go (an engine runs jobs for weeks)."""
+        for kept_by_job in (self.seq, self.held, self.sent_at):
+            kept_by_job.pop(job_id, None)
+        self.due.discard(job_id)
+
+    def _hold(self, job_id: int, kind: str, payload: dict) -> None:
+        self.seq[job_id] = seq = self.seq.get(job_id, 0) + 1
+        self.held.setdefault(job_id, []).append(json.dumps({"seq": seq, "event": kind, **payload}))
+
+    def send_due(self) -> None:
+        due, self.due = self.due, set()
+        self._send(sorted(due))
+
+    def _send(self, job_ids, stamp: bool = True) -> None:
+        commands, now = [], time.monotonic()
+        for job_id in job_ids:
+            texts = self.held.pop(job_id, None)
+            if not texts:
+                continue
+            if stamp:
+                self.sent_at[job_id] = now
+            self.due.discard(job_id)
+            message = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
+            commands += [("RPUSH", key(job_id), *texts), ("PUBLISH", channel(job_id), message),
+                         ("EXPIRE", key(job_id), KEEP_S)]
+        if not commands:
+            return
+        try:
+            connection = self._connect()
+            connection.send_packed_command(connection.pack_commands(commands), check_health=False)
+        except (redis.RedisError, OSError) as exc:  # the job's row stays the truth; a listener catches up from it
+            log.warning("could not send the events of jobs %s: %s", list(job_ids), exc)
+            self._drop()
+
+    def flush(self) -> bool:
+        """Send what is held; return once Redis has stored everything sent so far. False when it could not
+        confirm that (some events may be lost)."""
+        self._send(list(self.held))
+        try:
+            connection = self._connect()
+            connection.send_command("CLIENT", "REPLY", "ON", check_health=False)
+            connection.read_response()
+            connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
+        except (redis.RedisError, OSError) as exc:
+            log.warning("could not confirm a job's events were stored: %s", exc)
+            self._drop()
+            return False
+        return True
+
+    def _connect(self):
+        if self._connection is None:
+            if time.monotonic() < self._retry_at:  # Redis just failed us: generation does not wait on it per token
+                raise redis.ConnectionError("Redis was unreachable a moment ago")
+            pool = self.redis.connection_pool
+            # No retries and short timeouts: a Redis that is down may cost a token a second, never a stall.
+            connection = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0),
+                                                  "socket_connect_timeout": 1, "socket_timeout": 1})
+            connection.connect()
+            connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
+            self._connection = connection
+        return self._connection
+
+    def _drop(self) -> None:
+        self._retry_at = time.monotonic() + RETRY_S
+        if self._connection is not None:
+            self._connection.disconnect()
+            self._connection = None
+
+
+CANCEL_CHANNEL = "jobs:cancel"
+
+
+def new_work_channel(queue: str) -> str:
+    """Where a new job for the engine on `queue` is announced (jobs/messages.py), besides its Celery message,
+    which the engine's worker does not read while its engine is running jobs."""
+    return f"{queue}:new"
+
+
+class _Announcer:
+    client: redis.Redis | None = None  # one per process: a batch file's lines are announced one by one
+
+
+def announce_new_job(queue: str, job_id: int) -> None:
+    """Tell a running engine at once that a job came: it takes new jobs between decode steps. Lost, the engine
+    still finds the job within a second (it looks in the database that often)."""
+    try:
+        _Announcer.client = _Announcer.client or redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2)
+        _Announcer.client.publish(new_work_channel(queue), job_id)
+    except (redis.RedisError, OSError) as exc:
+        log.warning("could not announce job %s to its engine: %s", job_id, exc)
+
+
+class CancelWatch:
+    """Which running jobs were asked to stop, and whether new jobs came. A Redis subscriber thread (idle until
+    a message comes) sets flags, so the engine's checks after every step cost no round trip."""
+
+    def __init__(self, redis_client: redis.Redis, new_work: str | None = None) -> None:
+        self.asked: set[int] = set()
+        self.new_work = False
+        self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        channels = {CANCEL_CHANNEL: self._on_message}
+        if new_work:
+            channels[new_work] = self._on_new_work
+        self.pubsub.subscribe(**channels)
+        self.thread = self.pubsub.run_in_thread(sleep_time=1.0, daemon=True, exception_handler=self._on_error)
+
+    def _on_message(self, message: dict) -> None:
+        self.asked.add(int(message["data"]))
+
+    def _on_new_work(self, message: dict) -> None:
+        self.new_work = True
+
+    def take_new_work(self) -> bool:
+        """Whether a job came since the last call."""
+        came, self.new_work = self.new_work, False
+        return came
+
+    @staticmethod
+    def _on_error(exc: BaseException, pubsub, thread) -> None:
+        """Redis went away: keep the thread (its next read connects and subscribes again), without spinning."""
+        log.warning("cancel watch lost Redis (%s); listening again in a second", exc)
+        time.sleep(1.0)
+
+    def __call__(self, job_id: int) -> bool:
+        return job_id in self.asked
+
+    def forget(self, job_id: int) -> None:
+        self.asked.discard(job_id)
+
+
+def ask_to_cancel(job_id: int, cancel_key: str) -> None:
+    """The key covers an engine that was not yet listening; the message stops a running one at once."""
+    client = store()
+    client.set(cancel_key, 1, ex=3600)
+    client.publish(CANCEL_CHANNEL, job_id)
+
+
+class Subscription:
+    """A listener's side (in the web server): the job's live events from Redis, for `async for`."""
+
+    def __init__(self, job_id: int) -> None:
+        self.client = redis.asyncio.Redis.from_url(settings.REDIS_URL)  # its own: event loops come and go
+        self.pubsub = self.client.pubsub(ignore_subscribe_messages=True)
+        self.job_id = job_id
+        self.ready: list[dict] = []  # events that came in one message with the one returned before
+
+    async def open(self) -> "Subscription":
+        try:
+            await self.pubsub.subscribe(channel(self.job_id))
+        except BaseException:  # its Redis client is ours to close: a listener retrying would leak one a try
+            with contextlib.suppress(redis.RedisError, OSError):
+                await self.close()
+            raise
+        return self
+
+    async def next(self, timeout: float | None = None) -> dict | None:
+        """The next live event, or None when `timeout` passes without one."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self.ready:
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                return None
+            message = await self.pubsub.get_message(timeout=left)
+            if message:  # None also for the subscription's own confirmation, which is skipped
+                events = json.loads(message["data"])
+                self.ready = events if isinstance(events, list) else [events]
+        return self.ready.pop(0)
+
+    async def close(self) -> None:
+        await self.pubsub.aclose()
+        await self.client.aclose()
