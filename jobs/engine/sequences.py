@@ -15,8 +15,9 @@ A sequence's KV cache is kept after its job ends. The next job reuses the
 longest prefix some free sequence already holds (a conversation's next turn
 finds its previous turn there) when it may: `Work.reuse` is False for jobs that
 promise the same answer for the same request (a seed, or greedy), since a prompt
-read in other pieces gives slightly other numbers. Otherwise the free sequence
-unused the longest is cleared and taken.
+read in other pieces gives slightly other numbers. Otherwise a free sequence
+next to the busy ones is cleared and taken (see `runs`), the one unused the
+longest among them, so caches of recent jobs stay a while.
 """
 
 import ctypes
@@ -116,7 +117,8 @@ class Batcher:
 
     def _choose(self, work: Work) -> tuple[Sequence, int]:
         """The free sequence holding the longest prefix of the prompt (at least one prompt token is always read
-        again, for its logits), else the one free the longest."""
+        again, for its logits); else one that keeps the busy sequences in as few runs of consecutive ids as
+        can be (`runs`), and among those the one free the longest."""
         free = [seq for seq in self.sequences if seq.work is None]
         if not free:
             raise DecodeError("no free sequence")
@@ -125,7 +127,8 @@ class Batcher:
             shared = min(common_prefix(best.cached, work.prompt), len(work.prompt) - 1)
             if shared > 0:
                 return best, shared
-        return min(free, key=lambda seq: seq.freed), 0
+        busy = {seq.seq_id for seq in self.sequences if seq.work is not None}
+        return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
 
     def _sampler(self, params: dict):
         """The chain llama-cpp-python's `_init_sampler` builds for these parameters."""
@@ -255,6 +258,13 @@ class Batcher:
         self.api.llama_memory_clear(self.memory, True)
         for seq in self.sequences:
             seq.cached = []
+
+
+def runs(seq_ids: set[int]) -> int:
+    """Runs of consecutive ids: {0, 1, 2} is one, {0, 2, 3} two. With one KV stream per sequence, llama.cpp
+    computes a step's tokens in one pass only for consecutive sequence ids (llama_batch_allocr::split_equal,
+    sequential); each further run is another pass through every laptop, which costs as much as the first."""
+    return sum(1 for seq_id in seq_ids if seq_id - 1 not in seq_ids)
 
 
 def common_prefix(a: list[int], b: list[int]) -> int:
