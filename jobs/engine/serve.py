@@ -86,6 +86,7 @@ class Server:
             job.started = timezone.now()  # it waited, claimed, for the others to end: its time starts now
             Job.objects.filter(pk=job.pk).update(started=job.started)
             self.begin(job)
+            self.report(force=True)
             return
         if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
             return
@@ -105,7 +106,8 @@ class Server:
             self.begin(job)
             if self.running_alone():
                 break
-        if claimed:
+        if claimed:  # once for all jobs claimed together: each report is a database write and a broadcast
+            self.report(force=True)
             queueing.announce_positions(self.deployment.pk)
 
     def running_alone(self) -> bool:
@@ -132,7 +134,6 @@ class Server:
             self.freed = True
             return
         self.jobs[job.pk] = job
-        self.report(force=True)
 
     # Running them
 
@@ -153,10 +154,11 @@ class Server:
         for seq in self.batcher.busy:
             key = seq.work.key
             if runner.State.cancels(key):
+                ended.append((key, None))
                 self.end(key, self.batcher.cancel(seq))
         runner.State.out.send_due()
         self.rate.add(self.batcher.generated)
-        self.report()
+        self.report(force=bool(ended))
 
     def end(self, key: int, outcome: Outcome) -> None:
         job = self.jobs.pop(key)
@@ -165,7 +167,6 @@ class Server:
         runner.State.out.forget(job.pk)
         runner.State.cancels.forget(job.pk)
         self.freed = True
-        self.report(force=True)
 
     def fail_all(self, exc: Exception) -> None:
         """Every job in the step ends failed; the caches go (a failed step may have left them half written)."""
