@@ -13,8 +13,14 @@ between tokens as the clients saw them (p50/p95 over all rounds). Ratios are tak
 median. A second table: a batch file of `--batch-lines` lines uploaded to each deployment (jobs.batch.batches, as
 the REST API does), time until every item is done, slots=1 against slots=S.
 
+llama-server keeps each slot's last prompt and reads only what a new request does not share with it (its
+`cache_prompt`, on by default); the panel reads a greedy or seeded request's prompt whole, so that the same
+request always gives the same answer (docs/api.md). `--no-prompt-cache` turns llama-server's reuse off, to
+compare the two reading the same prompt tokens.
+
     .venv/bin/python bench/concurrency.py [--rounds 3] [--clients 1 2 4 8 16] [--models bundled qwen2]
                                           [--slots 8] [--systems panel llama-server slots=1] [--quick]
+                                          [--no-prompt-cache]
 """
 
 import argparse
@@ -88,8 +94,9 @@ def concurrent_rounds(targets: Targets, args, headers) -> dict:
         order = systems[round_no % len(systems):] + systems[:round_no % len(systems)]
         for clients in args.clients:
             for system in order:
+                extra = {"cache_prompt": False} if system == "llama-server" and args.no_prompt_cache else None
                 streams = run_clients(targets.port[system], clients, round_no, targets.model[system],
-                                      args.tokens, headers)
+                                      args.tokens, headers, extra)
                 found[clients, system].append(measure(streams))
                 print(f"  round {round_no} {clients:>2} clients {system:<12} "
                       f"{found[clients, system][-1].tokens_per_s:7.1f} tokens/s", flush=True)
@@ -159,6 +166,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--batch-lines", type=int, default=200, help="0: no batch table")
     parser.add_argument("--batch-tokens", type=int, default=32, help="max_tokens of each batch line")
     parser.add_argument("--batch-rounds", type=int, default=2)
+    parser.add_argument("--no-prompt-cache", action="store_true",
+                        help="llama-server reads every prompt whole, as the panel does for greedy requests")
     parser.add_argument("--quick", action="store_true", help="1 round, 1 and 8 clients, the bundled model, "
                                                              "one batch round each")
     if parser.parse_known_args()[0].quick:  # its values are defaults: options given still win

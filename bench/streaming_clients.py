@@ -76,14 +76,15 @@ def read_events(response, seen: Stream) -> None:
 
 
 def run_clients(port: int, count: int, round_no: int, model: str, max_tokens: int,
-                headers: list[dict[str, str]]) -> list[Stream]:
-    """`count` clients asking at once, each with its own prompt (and its own headers: a person each)."""
+                headers: list[dict[str, str]], extra: dict | None = None) -> list[Stream]:
+    """`count` clients asking at once, each with its own prompt (and its own headers: a person each); `extra`
+    goes into every request body."""
     results: list[Stream | None] = [None] * count
 
     def client(index: int) -> None:
         body = {"model": model, "stream": True, "max_tokens": max_tokens, "temperature": 0,
                 "stream_options": {"include_usage": True},
-                "messages": [{"role": "user", "content": prompt(round_no, index)}]}
+                "messages": [{"role": "user", "content": prompt(round_no, index)}], **(extra or {})}
         results[index] = stream_chat(port, body, headers[index % len(headers)])
 
     threads = [threading.Thread(target=client, args=(i,)) for i in range(count)]
