@@ -59,6 +59,7 @@ class Server:
         self.looked_at = self.checked_at = self.reported_at = 0.0
         self.taking = True
         self.freed = True  # a sequence came free since the database was last asked
+        self.news = False  # jobs started since the page and the waiting jobs were last told
         self.rate = Rate()
 
     def serve(self) -> None:
@@ -74,6 +75,7 @@ class Server:
         finally:
             runner.State.out.deferring = False
             runner.State.out.send_due()
+            self.tell()
             if self.reported_at:  # jobs ran: the page hears that the slots are free (a message that found
                 self.report(force=True)  # nothing to run, one per job already run, says nothing)
 
@@ -86,7 +88,7 @@ class Server:
             job.started = timezone.now()  # it waited, claimed, for the others to end: its time starts now
             Job.objects.filter(pk=job.pk).update(started=job.started)
             self.begin(job)
-            self.report(force=True)
+            self.news = True
             return
         if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
             return
@@ -106,9 +108,7 @@ class Server:
             self.begin(job)
             if self.running_alone():
                 break
-        if claimed:  # once for all jobs claimed together: each report is a database write and a broadcast
-            self.report(force=True)
-            queueing.announce_positions(self.deployment.pk)
+        self.news = self.news or claimed
 
     def running_alone(self) -> bool:
         return any(job.params.get("alone") for job in self.jobs.values())
@@ -158,7 +158,11 @@ class Server:
                 self.end(key, self.batcher.cancel(seq))
         runner.State.out.send_due()
         self.rate.add(self.batcher.generated)
-        self.report(force=bool(ended))
+        self.news = self.news or bool(ended)
+        if self.news:
+            self.tell()
+        else:
+            self.report()
 
     def end(self, key: int, outcome: Outcome) -> None:
         job = self.jobs.pop(key)
@@ -179,6 +183,16 @@ class Server:
         self.freed = True
 
     # Telling the deployment page
+
+    def tell(self) -> None:
+        """After the step, once its tokens are sent: the slots to the deployment page and, when jobs were
+        claimed, the new places of the waiting ones. Once for all jobs that started or ended together (each
+        report is a database write and a broadcast), and not before a job's first step: it waits for no one."""
+        if not self.news:
+            return
+        self.news = False
+        self.report(force=True)
+        queueing.announce_positions(self.deployment.pk)
 
     def report(self, force: bool = False) -> None:
         now = time.monotonic()
