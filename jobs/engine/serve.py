@@ -59,7 +59,7 @@ class Server:
         self.looked_at = self.checked_at = self.reported_at = 0.0
         self.taking = True
         self.freed = True  # a sequence came free since the database was last asked
-        self.news = False  # jobs started since the page and the waiting jobs were last told
+        self.news = False  # jobs started or ended since the page and the waiting jobs were last told
         self.rate = Rate()
 
     def serve(self) -> None:
