@@ -88,7 +88,6 @@ class Server:
             job.started = timezone.now()  # it waited, claimed, for the others to end: its time starts now
             Job.objects.filter(pk=job.pk).update(started=job.started)
             self.begin(job)
-            self.news = True
             return
         if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
             return
@@ -134,6 +133,7 @@ class Server:
             self.freed = True
             return
         self.jobs[job.pk] = job
+        self.news = True
 
     # Running them
 
@@ -154,15 +154,11 @@ class Server:
         for seq in self.batcher.busy:
             key = seq.work.key
             if runner.State.cancels(key):
-                ended.append((key, None))
                 self.end(key, self.batcher.cancel(seq))
         runner.State.out.send_due()
         self.rate.add(self.batcher.generated)
-        self.news = self.news or bool(ended)
-        if self.news:
-            self.tell()
-        else:
-            self.report()
+        self.tell()
+        self.report()  # tokens/s every few seconds while generating; nothing right after tell()
 
     def end(self, key: int, outcome: Outcome) -> None:
         job = self.jobs.pop(key)
@@ -170,7 +166,7 @@ class Server:
         runner.finish(job, status, **runner.outcome_fields(job, outcome))
         runner.State.out.forget(job.pk)
         runner.State.cancels.forget(job.pk)
-        self.freed = True
+        self.freed = self.news = True
 
     def fail_all(self, exc: Exception) -> None:
         """Every job in the step ends failed; the caches go (a failed step may have left them half written)."""
