@@ -43,6 +43,16 @@ def head_deployment(slots: int = 1, ctx: int = 512) -> Deployment:
     return Deployment.objects.create(model=model, ctx=ctx, slots=slots, plan=plan, status=DeploymentStatus.READY)
 
 
+def head_engine(ctx: int, slots: int):
+    """The bundled model loaded in this process, every layer on the head: the engine without laptops."""
+    from jobs.engine.model import Engine
+    from models_app.bundled import bundled_model_path
+
+    loaded = Engine(str(bundled_model_path()), [], 0, [], ctx, [], slots=slots)
+    loaded.load(lambda progress: None)
+    return loaded
+
+
 @contextmanager
 def engine_child_here(deployment: Deployment, monkeypatch) -> Iterator[None]:
     """This process as the deployment's engine child (`as_engine_child`), its Redis watch ended afterwards."""

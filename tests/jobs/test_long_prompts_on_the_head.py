@@ -7,6 +7,7 @@ import pytest
 from jobs.engine.model import Engine
 from jobs.engine.sequences import STEP_TOKENS
 from models_app.bundled import bundled_model_path
+from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": 24, "stop": []}
@@ -16,9 +17,7 @@ HARBOUR = "In the harbour the fishermen mended their nets and told stories of st
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    loaded = Engine(str(bundled_model_path()), [], 0, [], 2048, [], slots=2)
-    loaded.load(lambda progress: None)
-    return loaded
+    return head_engine(2048, slots=2)
 
 
 def answer(engine: Engine, prompt: list[int], stops: list[str], reuse: bool = False):

@@ -6,7 +6,7 @@ import pytest
 
 from jobs.engine.model import Engine
 from jobs.engine.sequences import runs
-from models_app.bundled import bundled_model_path
+from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
 ESSAY = "Write a long essay about lighthouses, with many sections."
@@ -18,9 +18,7 @@ def greedy(tokens: int) -> dict:
 
 @pytest.fixture(scope="module")
 def engine() -> Engine:
-    loaded = Engine(str(bundled_model_path()), [], 0, [], 512, [], slots=4)
-    loaded.load(lambda progress: None)
-    return loaded
+    return head_engine(512, slots=4)
 
 
 def add(engine: Engine, key: int, tokens: int) -> int:
