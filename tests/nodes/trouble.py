@@ -44,7 +44,10 @@ def frozen_sshd(laptop: Laptop) -> Iterator[list[int]]:
         os.kill(laptop.sshd_pid, signal.SIGSTOP)  # first: it accepts no new connection while we look
         stopped.append(laptop.sshd_pid)
         for pid in sshd_processes(laptop)[1:]:
-            os.kill(pid, signal.SIGSTOP)
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:  # that connection closed since the scan: nothing left to freeze
+                continue
             stopped.append(pid)
         yield stopped
     finally:
