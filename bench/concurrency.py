@@ -145,8 +145,9 @@ def main() -> None:
             print(f"{MODELS[name]}: deploying", flush=True)
             with ExitStack() as stack:
                 targets = Targets(panel, stack, model_file(name, panel), args)
-                results[name] = concurrent_rounds(targets, args, headers)
-                report(args, {name: results[name]}, {})  # kept in the output even if a later part fails
+                if args.rounds:  # --rounds 0: the batch table alone
+                    results[name] = concurrent_rounds(targets, args, headers)
+                    report(args, {name: results[name]}, {})  # kept in the output even if a later part fails
                 if args.batch_lines and name == args.models[0]:
                     batches[name] = batch_rounds(targets, args)
                 targets.stop()
