@@ -38,6 +38,8 @@ class Conversation(models.Model):
 
     class Meta:
         ordering = ["-updated"]
+        constraints = [models.UniqueConstraint(fields=["user", "title"], condition=~models.Q(title=""),
+                                               name="one_title_per_conversation")]
 
     def __str__(self) -> str:
         return self.title or f"Conversation {self.pk}"

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from markdown_it import MarkdownIt
 
+from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
 from jobs.queue import queueing
@@ -122,11 +123,11 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
         raise ChatError("The last answer is still coming; wait for it or stop it first.")
     try:
+        if not conversation.title:
+            manage.name_after(conversation, text)
         with transaction.atomic():  # the engine is woken when this commits: QueueDown comes from here
-            if not conversation.title:
-                conversation.title = text[:60] + ("…" if len(text) > 60 else "")
             conversation.deployment, conversation.params = deployment, params.as_dict()
-            conversation.save()
+            conversation.save(update_fields=["deployment", "params", "updated"])
             job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
                       messages=[*history(conversation), {"role": "user", "content": text}],
                       params=params.as_dict())

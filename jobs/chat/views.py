@@ -2,11 +2,14 @@
 
 import json
 
+from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
-from jobs.chat import conversations
+from clusterpanel import confirm
+from jobs.chat import conversations, manage
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
 from jobs.queue import queueing
@@ -86,3 +89,31 @@ def answer(request: HttpRequest, pk: int) -> JsonResponse:
 def stop(request: HttpRequest, pk: int) -> JsonResponse:
     job = queueing.cancel(own_job(request, pk))
     return JsonResponse({"status": job.status})
+
+
+@require_POST
+def rename(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = own_conversation(request, pk)
+    try:
+        manage.rename(conversation, request.POST.get("title", ""))
+    except manage.ManageError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Renamed to “{conversation.title}”.")
+    return redirect("chat:conversation", pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+def delete(request: HttpRequest, pk: int) -> HttpResponse:
+    conversation = own_conversation(request, pk)
+    question, back = f"Delete “{conversation}”?", reverse("chat:conversation", args=[pk])
+    try:
+        consequences = manage.deletion(conversation)
+        if request.method == "POST":
+            manage.delete(conversation)
+    except manage.ManageError as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Delete", back)
+    messages.success(request, f"“{conversation}” deleted.")
+    return redirect("chat:home")
