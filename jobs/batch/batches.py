@@ -78,3 +78,27 @@ def cancel_remaining(batch: Batch) -> int:
     queueing.announce_positions(batch.deployment_id)
     broadcast(group(batch.pk), "batch.progress", {"cancelled": stopped})
     return stopped + len(running)
+
+
+class StillRunning(ValueError):
+    pass
+
+
+def deletion(batch: Batch) -> list[str]:
+    """What deleting the batch ends, or StillRunning: an item the engine holds must end before its row goes."""
+    counted = counts(batch)
+    unfinished = counted[JobStatus.QUEUED] + counted[JobStatus.RUNNING]
+    if unfinished:
+        raise StillRunning(f"{unfinished} of its requests are still running or waiting: cancel the remaining "
+                           "ones first, then delete the batch.")
+    return [f"Batch #{batch.pk} ({batch.name}) and the results of its {counted['total']} requests are deleted "
+            "for good; download them first if you need them."]
+
+
+def delete(batch: Batch) -> None:
+    with transaction.atomic():
+        locked = Batch.objects.select_for_update().filter(pk=batch.pk).first()
+        if locked is None:
+            return
+        deletion(locked)
+        locked.delete()

@@ -5,8 +5,10 @@ from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.template.defaultfilters import pluralize
-from django.views.decorators.http import require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
+from clusterpanel import confirm
 from jobs.batch import batches, output
 from jobs.batch.batchfile import FileRefused
 from jobs.batch.forms import BatchUploadForm
@@ -68,6 +70,22 @@ def cancel_batch(request: HttpRequest, pk: int) -> HttpResponse:
     stopped = batches.cancel_remaining(batch_for(request, pk))
     messages.success(request, f"{stopped} requests cancelled." if stopped else "Nothing was left to cancel.")
     return redirect("batches:detail", pk=pk)
+
+
+@require_http_methods(["GET", "POST"])
+def delete_batch(request: HttpRequest, pk: int) -> HttpResponse:
+    batch = batch_for(request, pk)
+    question, back = f"Delete batch #{batch.pk}?", reverse("batches:detail", args=[pk])
+    try:
+        consequences = batches.deletion(batch)
+        if request.method == "POST":
+            batches.delete(batch)
+    except batches.StillRunning as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Delete", back)
+    messages.success(request, f"Batch #{pk} deleted.")
+    return redirect("batches:list")
 
 
 def download(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
