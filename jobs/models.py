@@ -47,7 +47,9 @@ class Conversation(models.Model):
 
 class Batch(models.Model):
     user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="batches")
-    deployment = models.ForeignKey("models_app.Deployment", on_delete=models.PROTECT, related_name="batches")
+    # A batch and its results outlive a removed deployment (null then): they are the user's.
+    deployment = models.ForeignKey("models_app.Deployment", null=True, on_delete=models.SET_NULL,
+                                   related_name="batches")
     name = models.CharField(max_length=200)
     input_format = models.CharField(max_length=10)  # "jsonl" (OpenAI Batch) or "csv"
     rejected = models.JSONField(default=list, blank=True)  # [{"line": n, "reason": "..."}]
@@ -60,7 +62,8 @@ class Batch(models.Model):
 
 class Job(models.Model):
     kind = models.CharField(max_length=12, choices=JobKind.choices)
-    deployment = models.ForeignKey("models_app.Deployment", on_delete=models.PROTECT, related_name="jobs")
+    deployment = models.ForeignKey("models_app.Deployment", null=True, on_delete=models.SET_NULL,
+                                   related_name="jobs")  # null: a finished job of a deployment since removed
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
     messages = models.JSONField(default=list, blank=True)  # chat: [{"role": ..., "content": ...}]
     prompt = models.TextField(blank=True)  # completion

@@ -100,6 +100,11 @@ class Deployment(models.Model):
         return f"{self.model} #{self.pk}"
 
     @property
+    def is_active(self) -> bool:
+        """Holding laptops: preparing, loading, ready or degraded."""
+        return self.status in self.ACTIVE
+
+    @property
     def queue(self) -> str:
         """The Celery queue its engine worker takes jobs from."""
         return f"engine.{self.pk}"

@@ -5,11 +5,13 @@ from django.contrib import messages
 from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
-from django.views.decorators.http import require_POST
+from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
+from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
-from models_app import deploy
+from models_app import deploy, removal
 from models_app.models import Deployment, GgufModel
 from models_app.planning import MAX_SLOTS, PlanningError, as_record, make_plan, people_at_once, why_these_slots
 from nodes.models import Node, NodeStatus
@@ -113,12 +115,36 @@ def within_target(predicted: int, measured: int) -> bool:
 
 
 @lab_admin_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def stop_deployment(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment, pk=pk)
+    question, back = f"Stop {deployment}?", reverse("models:deployment", args=[pk])
+    try:
+        consequences = removal.stopping(deployment)
+    except removal.Refused as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Stop", back)
     deploy.stop(deployment)
     messages.success(request, "Stopping: every rpc-server of this deployment is being shut down.")
     return redirect("models:deployment", pk=pk)
+
+
+@lab_admin_required
+@require_http_methods(["GET", "POST"])
+def remove_deployment(request: HttpRequest, pk: int) -> HttpResponse:
+    deployment = get_object_or_404(Deployment, pk=pk)
+    question, back = f"Remove {deployment}?", reverse("models:deployment", args=[pk])
+    try:
+        consequences = removal.deployment_removal(deployment)
+        if request.method == "POST":
+            removal.remove_deployment(deployment)
+    except removal.Refused as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Remove", back)
+    messages.success(request, f"Deployment #{pk} removed.")
+    return redirect("models:deployments")
 
 
 @lab_admin_required

@@ -12,8 +12,11 @@ urlpatterns = [
     path("deployments/new/", plan_views.create_deployment, name="deploy"),
     path("deployments/<int:pk>/", plan_views.deployment_page, name="deployment"),
     path("deployments/<int:pk>/stop/", plan_views.stop_deployment, name="stop"),
+    path("deployments/<int:pk>/remove/", plan_views.remove_deployment, name="remove"),
     path("deployments/<int:pk>/verify/", plan_views.verify_deployment, name="verify"),
     path("deployments/<int:pk>/default/", plan_views.make_default, name="default"),
     path("deployments/<int:pk>/jobs/", views.running_jobs, name="running-jobs"),
     path("<slug:name>/", views.model_detail, name="detail"),
+    path("<slug:name>/rename/", views.rename_model, name="rename"),
+    path("<slug:name>/delete/", views.delete_model, name="delete"),
 ]

@@ -3,8 +3,11 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
+from django.views.decorators.http import require_http_methods, require_POST
 
+from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
+from models_app import removal
 from models_app.forms import RegisterPathForm
 from models_app.gguf_meta import ModelMetadata, bytes_by_kind
 from models_app.library import LibraryError, register_path
@@ -63,3 +66,33 @@ def described(job) -> dict:
         return {"id": job.pk, "label": f"batch #{job.batch_id}, line {job.line}, of {who}",
                 "url": reverse("batches:detail", args=[job.batch_id])}
     return {"id": job.pk, "label": f"{job.get_kind_display().lower()} of {who}", "url": None}
+
+
+@lab_admin_required
+@require_POST
+def rename_model(request: HttpRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(GgufModel, name=name)
+    try:
+        removal.rename_model(model, request.POST.get("name", ""))
+    except removal.Refused as exc:
+        messages.error(request, str(exc))
+        return redirect("models:detail", name=name)
+    messages.success(request, f"Renamed to {model.name}; API clients now ask for it by that name.")
+    return redirect("models:detail", name=model.name)
+
+
+@lab_admin_required
+@require_http_methods(["GET", "POST"])
+def delete_model(request: HttpRequest, name: str) -> HttpResponse:
+    model = get_object_or_404(GgufModel, name=name)
+    question, back = f"Delete {model.name}?", reverse("models:detail", args=[name])
+    try:
+        consequences = removal.model_deletion(model)
+        if request.method == "POST":
+            removal.delete_model(model)
+    except removal.Refused as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Delete", back)
+    messages.success(request, f"{name} deleted.")
+    return redirect("models:list")

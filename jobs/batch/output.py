@@ -45,7 +45,7 @@ def rows(batch: Batch) -> list[Row]:
 
 
 def as_jsonl(batch: Batch) -> str:
-    model = batch.deployment.model.name
+    model = batch.deployment.model.name if batch.deployment else "removed-deployment"
     return "".join(json.dumps(openai_row(batch, row, model)) + "\n" for row in rows(batch))
 
 

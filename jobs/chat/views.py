@@ -82,7 +82,8 @@ def own_job(request: HttpRequest, pk: int) -> Job:
 def answer(request: HttpRequest, pk: int) -> JsonResponse:
     """A finished answer as safe HTML, with its timings (the page swaps the streamed text for it)."""
     job = own_job(request, pk)
-    return JsonResponse({"html": conversations.render(job.output), "ctx": job.deployment.ctx, **job.summary()})
+    ctx = job.deployment.ctx if job.deployment else None  # None: its deployment was removed since
+    return JsonResponse({"html": conversations.render(job.output), "ctx": ctx, **job.summary()})
 
 
 @require_POST
