@@ -77,3 +77,42 @@ class ConfirmNodeForm(AddNodeForm):
 
 def sign_host_key(key: str) -> str:
     return signing.dumps(key, salt=SIGNING_SALT)
+
+
+GB = 1 << 30
+
+
+class EditNodeForm(forms.ModelForm):
+    """What an admin may change of a laptop once added. Memory is in GB here and in bytes on the model."""
+
+    usable_gb = forms.FloatField(
+        required=False, min_value=0.25, max_value=4096, label="Usable memory (GB)",
+        help_text="What the planner may fill on this laptop. Empty: measured (free memory minus the reserve).")
+    reserve_gb = forms.FloatField(
+        min_value=0, max_value=1024, label="Memory reserve (GB)",
+        help_text="Kept free for the laptop's own use when the usable memory is measured.")
+
+    class Meta:
+        model = Node
+        fields = ["name", "host", "port", "username", "connection", "install_dir", "pipeline_order"]
+        labels = {"install_dir": "Install folder", "pipeline_order": "Pipeline order"}
+        help_texts = AddNodeForm.Meta.help_texts
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        node = self.instance
+        self.initial.setdefault("usable_gb", round(node.usable_memory / GB, 2) if node.usable_memory else None)
+        self.initial.setdefault("reserve_gb", round(node.memory_reserve / GB, 2))
+
+    def clean_install_dir(self) -> str:
+        folder = self.cleaned_data["install_dir"]
+        return folder.rstrip("/") or folder
+
+    def save(self, commit: bool = True) -> Node:
+        node = super().save(commit=False)
+        usable = self.cleaned_data.get("usable_gb")
+        node.usable_memory = round(usable * GB) if usable else None
+        node.memory_reserve = round(self.cleaned_data["reserve_gb"] * GB)
+        if commit:
+            node.save()
+        return node

@@ -83,13 +83,16 @@ class Node(models.Model):
     speed_measured_at = models.DateTimeField(null=True, blank=True)
     memory_reserve = models.BigIntegerField(default=1 << 30, help_text="RAM kept free for the laptop's own use.")
     usable_memory = models.BigIntegerField(null=True, blank=True, help_text="Set by hand; overrides the measured.")
+    pipeline_order = models.PositiveSmallIntegerField(
+        default=0, validators=[MaxValueValidator(999)],
+        help_text="Where the laptop goes in a pipeline: lower first, then by name. The plan page can reorder.")
     status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
     status_detail = models.TextField(blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
 
     class Meta:
-        ordering = ["name"]
+        ordering = ["pipeline_order", "name"]
 
     def __str__(self) -> str:
         return self.name

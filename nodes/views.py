@@ -1,13 +1,15 @@
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
 from django.views.decorators.debug import sensitive_post_parameters, sensitive_variables
-from django.views.decorators.http import require_POST
+from django.views.decorators.http import require_http_methods, require_POST
 
+from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from nodes import metrics, rpcserver, ssh
+from nodes import metrics, rpcserver, ssh, upkeep
 from nodes.doctor import diagnose
-from nodes.forms import AddNodeForm, ConfirmNodeForm, sign_host_key
+from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
 from nodes.registration import RegistrationError, register
 from nodes.runtime import RuntimeNotFound, find_bundle
@@ -78,6 +80,42 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
         "kinds": USER_ACTIONS, "link": node.link_checks.first(),
     })
+
+
+@lab_admin_required
+def edit_node(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    form = EditNodeForm(request.POST or None, instance=node)
+    if request.method == "POST" and form.is_valid():
+        try:
+            said = upkeep.change(form, request.user)
+        except upkeep.Refused as exc:
+            form.add_error(None, str(exc))
+        except ssh.SSHError as exc:
+            form.add_error("host", f"Nothing was saved: {exc}")
+        else:
+            messages.success(request, said)
+            return redirect("nodes:detail", name=form.instance.name)
+    shown = Node.objects.get(pk=node.pk)  # the saved laptop, not the form's unsaved changes
+    return render(request, "nodes/edit.html", {"form": form, "node": shown}, status=400 if form.errors else 200)
+
+
+@lab_admin_required
+@require_http_methods(["GET", "POST"])
+def remove_node(request: HttpRequest, name: str) -> HttpResponse:
+    node = get_object_or_404(Node, name=name)
+    question, back = f"Remove {node.name}?", reverse("nodes:detail", args=[name])
+    try:
+        consequences = upkeep.removal(node)
+        if request.method == "POST":
+            removed = upkeep.remove(node, wipe=request.POST.get("wipe") == "1")
+    except upkeep.Refused as exc:
+        return confirm.refuse(request, question, str(exc), back)
+    if request.method == "GET":
+        return confirm.ask(request, question, consequences, "Remove", back, options=[
+            ("wipe", f"Also delete the runtime and tensor caches the panel put in {node.install_dir} on the laptop")])
+    (messages.warning if removed.unreachable else messages.success)(request, removed.summary(name))
+    return redirect("nodes:list")
 
 
 @lab_admin_required

@@ -1,0 +1,134 @@
+"""Changing and removing a laptop once added.
+
+Changing where or how the panel reaches it (address, port, user, connection, install folder) is refused
+while a deployment holds it; a new address must present the pinned host key, or the laptop waits for an
+admin to approve the new one, as when a key changes by itself.
+
+Removing a laptop: refused while a deployment holds it; otherwise its rpc-servers are stopped over SSH
+first (the supervisor forgets a laptop whose rows are gone, so it would never stop them), and, if the admin
+asks, what the panel put on it is deleted too.
+
+Only the folders the panel made under the install folder go (runtime, downloads, rpc, cache), never the
+folder itself when anything else is in it: an install folder of `~` must not cost anyone their home.
+"""
+
+from dataclasses import dataclass, field
+
+from django.db import transaction
+from django.template.defaultfilters import pluralize
+
+from models_app.models import Deployment
+from nodes import rpcserver, ssh
+from nodes.models import ActionKind, ActionStatus, Node, NodeStatus, RpcServer
+from nodes.tasks import enqueue
+
+WIPE = ('[ -d "$1" ] || exit 0; rm -rf -- "$1/runtime" "$1/downloads" "$1/rpc" "$1/cache"; '
+        'rmdir -- "$1" 2>/dev/null; exit 0')
+
+
+class Refused(ValueError):
+    pass
+
+
+@dataclass
+class Removed:
+    stopped: list[int] = field(default_factory=list)
+    unreachable: str = ""  # why the laptop could not be reached: its servers may still run
+    wiped: bool = False
+
+    def summary(self, name: str) -> str:
+        said = [f"{name} removed."]
+        if self.stopped:
+            said.append(f"Stopped its rpc-server{pluralize(len(self.stopped))} on port "
+                        f"{', '.join(map(str, self.stopped))}.")
+        if self.wiped:
+            said.append("Its runtime and caches were deleted from the laptop.")
+        if self.unreachable:
+            said.append(f"The laptop could not be reached ({self.unreachable}): anything the panel started there "
+                        "may still run, and its files stay.")
+        return " ".join(said)
+
+
+def holders(node: Node) -> list[Deployment]:
+    return list(Deployment.objects.filter(stages__node=node, status__in=Deployment.ACTIVE).distinct())
+
+
+def removal(node: Node) -> list[str]:
+    held = holders(node)
+    if held:
+        names = ", ".join(f"{d.model.name} #{d.pk} ({d.get_status_display().lower()})" for d in held)
+        raise Refused(f"{node.name} holds layers of {names}: stop that deployment first.")
+    busy = node.actions.filter(status__in=(ActionStatus.QUEUED, ActionStatus.RUNNING)).first()
+    if busy:
+        doing = f"{busy.get_kind_display().lower()} is {busy.get_status_display().lower()}"
+        raise Refused(f"{node.name} is busy ({doing}); wait for it to end, then remove the laptop.")
+    servers = [server.port for server in node.rpc_servers.all()]
+    past = Deployment.objects.filter(stages__node=node).distinct().count()
+    lines = [f"{node.name} leaves the panel, with its probes, metrics and history."]
+    if servers:
+        lines.append(f"Its rpc-server{pluralize(len(servers))} on port {', '.join(map(str, servers))} "
+                     f"{pluralize(len(servers), 'is,are')} stopped on the laptop first.")
+    if past:
+        lines.append(f"{past} stopped or failed deployment{pluralize(past)} that used it "
+                     f"{pluralize(past, 'is,are')} removed too; their jobs and batches stay.")
+    return lines
+
+
+REACH = ("host", "port", "username", "connection", "install_dir")
+
+
+def change(form, user) -> str:
+    """Save a valid EditNodeForm; what happened, in words. Refused (nothing saved) if a holding deployment
+    would lose the laptop; SSHError (nothing saved) if a new address cannot be reached."""
+    before = Node.objects.get(pk=form.instance.pk)
+    changed = [name for name in REACH if getattr(before, name) != form.cleaned_data[name]]
+    held = holders(before) if changed else []
+    if held:
+        raise Refused(f"{before.name} holds layers of {held[0].model.name} #{held[0].pk}: stop that deployment "
+                      f"before changing its {', '.join(form.fields[name].label.lower() for name in changed)}.")
+    presented = None
+    if "host" in changed or "port" in changed:
+        key = ssh.host_key_of(form.cleaned_data["host"], form.cleaned_data["port"])
+        presented = key if key != before.host_key else None
+    with transaction.atomic():
+        node = form.save()
+        if "install_dir" in changed:
+            node.runtime = ""
+            node.save(update_fields=["runtime"])
+        if presented:
+            node.refuse_host_key(presented)
+        elif changed:
+            node.set_status(NodeStatus.NEW, "Its connection changed; probing it again.")
+            enqueue(node, ActionKind.PROBE, user)
+        if "connection" in changed or "install_dir" in changed:
+            node.rpc_servers.filter(wanted=True).update(restart_requested=True)
+    ssh.forget(before.ssh_target())
+    if presented:
+        return (f"{node.name} saved, but {node.host}:{node.port} presents another host key than the one pinned: "
+                "compare it below and approve it if it is the laptop's.")
+    return f"{node.name} saved." + (" Probing it at its new settings." if changed else "")
+
+
+def remove(node: Node, wipe: bool) -> Removed:
+    removal(node)  # refused before anything is touched
+    done = Removed()
+    RpcServer.objects.filter(node=node).update(wanted=False)  # the supervisor starts nothing again meanwhile
+    target = node.ssh_target()
+    try:
+        for server in node.rpc_servers.all():
+            rpcserver.stop(target, node.install_dir, server.port)
+            done.stopped.append(server.port)
+        if wipe:
+            result = ssh.sh(target, WIPE, ssh.remote_path(node.install_dir))
+            done.wiped = result.exit_status == 0
+    except ssh.SSHError as exc:
+        done.unreachable = str(exc)
+    finally:
+        ssh.forget(target)
+    with transaction.atomic():
+        locked = Node.objects.select_for_update().filter(pk=node.pk).first()
+        if locked is not None:
+            removal(locked)  # a deployment may have taken it while the laptop was being cleaned
+            Deployment.objects.filter(stages__node=locked).delete()
+            locked.delete()
+    return done
