@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from clusterpanel import token_views, views
+from clusterpanel import token_views, user_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -17,6 +17,11 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", token_views.tokens, name="api-tokens"),
     path("account/tokens/<int:pk>/revoke/", token_views.revoke, name="api-token-revoke"),
+    path("users/", user_views.user_list, name="users"),
+    path("users/<int:pk>/role/", user_views.set_role, name="user-role"),
+    path("users/<int:pk>/password/", user_views.reset_password, name="user-password"),
+    path("users/<int:pk>/disable/", user_views.disable, name="user-disable"),
+    path("users/<int:pk>/enable/", user_views.enable, name="user-enable"),
     path("api/", include("jobs.api.urls")),
     path("v1/", include("jobs.api.openai_urls")),
     path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),

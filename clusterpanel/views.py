@@ -1,5 +1,6 @@
 from django.contrib.auth.decorators import login_not_required
 from django.contrib.auth.views import redirect_to_login
+from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 
@@ -38,4 +39,9 @@ def healthz(request: HttpRequest) -> JsonResponse:
 
 @login_not_required
 def admin_login(request: HttpRequest) -> HttpResponse:
+    """The Django admin's login is the panel's. Someone already logged in lands here only because the admin
+    site wants staff: sending them to log in again looped forever, so they are told where to go instead."""
+    if request.user.is_authenticated:
+        raise PermissionDenied("The Django admin site is for the panel's maintainers (staff accounts). "
+                               "Lab admins manage people on the Users page and the lab from the menu.")
     return redirect_to_login(request.GET.get("next", "/admin/"))
