@@ -250,5 +250,6 @@ LOGGING = {
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
-    "loggers": {"paramiko": {"level": "WARNING"}},
+    # paramiko logs each failed connection as an ERROR traceback, line by line; the panel says it in one line.
+    "loggers": {"paramiko": {"level": "CRITICAL"}},
 }

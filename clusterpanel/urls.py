@@ -13,6 +13,7 @@ urlpatterns = [
     path("chat/", include("jobs.chat.urls")),
     path("jobs/batches/", include("jobs.batch.urls")),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("account/tokens/", token_views.tokens, name="api-tokens"),

@@ -45,3 +45,11 @@ def admin_login(request: HttpRequest) -> HttpResponse:
         raise PermissionDenied("The Django admin site is for the panel's maintainers (staff accounts). "
                                "Lab admins manage people on the Users page and the lab from the menu.")
     return redirect_to_login(request.GET.get("next", "/admin/"))
+
+
+@login_not_required
+def favicon(request: HttpRequest) -> HttpResponse:
+    """Browsers ask for /favicon.ico wherever a page names no icon (a JSON answer, a download)."""
+    from django.templatetags.static import static
+
+    return redirect(static("favicon.svg"), permanent=True)

@@ -8,11 +8,17 @@ kept the 205 MiB. So the size is checked here, where Twisted has the headers but
 (`gotLength`), and as a chunked body arrives (`handleContentChunk`): over the limit, the caller gets a 413 and
 the connection is closed without reading the rest.
 
+Its access lines go to the `clusterpanel.access` logger at DEBUG (LOG_LEVEL=DEBUG shows them) instead of
+daphne's stdout: at the default level a panel's log says what happened to laptops and jobs, not which pages
+were fetched.
+
 Run it as daphne: `python -m clusterpanel.webserver -b 127.0.0.1 -p 8000 clusterpanel.asgi:application`.
 """
 
+import logging
 from urllib.parse import unquote
 
+from daphne.access import AccessLogGenerator
 from daphne.cli import CommandLineInterface
 from daphne.http_protocol import HTTPFactory, WebRequest
 from daphne.server import Server
@@ -20,6 +26,8 @@ from django.conf import settings
 from django.urls import Resolver404, resolve
 
 from clusterpanel import bodylimits
+
+access_log = logging.getLogger("clusterpanel.access")
 
 
 class LimitedRequest(WebRequest):
@@ -94,12 +102,24 @@ class LimitedHTTPFactory(HTTPFactory):
         return protocol
 
 
+class DebugAccessLog(AccessLogGenerator):
+    def __init__(self) -> None:
+        super().__init__(stream=None)
+
+    def write_entry(self, host, date, request, status=None, length=None, ident=None, user=None) -> None:
+        access_log.debug('%s "%s" %s %s', host, request, status or "-", length or "-")
+
+
 class PanelServer(Server):
-    """daphne's server, its connections making LimitedRequests.
+    """daphne's server, its connections making LimitedRequests, its access lines at DEBUG.
 
     daphne has no option for the request class. Server.run() makes its factory as
     `self.http_factory = HTTPFactory(self)` and listens with `self.http_factory`: this property puts ours there.
     """
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs["action_logger"] = DebugAccessLog()
+        super().__init__(*args, **kwargs)
 
     @property
     def http_factory(self) -> HTTPFactory:

@@ -57,6 +57,7 @@ class NodeStream(threading.Thread):
         self.node_id, self.name, self.target = node.pk, node.name, node.ssh_target()
         self.publisher, self.interval = publisher, interval
         self.last_sample = 0.0
+        self.unreachable = False
         self.started = time.monotonic()
         self.stopped = threading.Event()
 
@@ -66,7 +67,9 @@ class NodeStream(threading.Thread):
             try:
                 self.read()
             except ssh.SSHError as exc:
-                log.info("metrics from %s: %s", self.name, exc)
+                # One line when the laptop goes away, not one per retry; `publish` says when it is back.
+                (log.debug if self.unreachable else log.warning)("metrics from %s: %s", self.name, exc)
+                self.unreachable = True
             except Exception:  # Redis down, a bug: this laptop's stream starts again, the others never notice
                 log.exception("metrics from %s failed", self.name)
             self.stopped.wait(backoff)
@@ -82,6 +85,9 @@ class NodeStream(threading.Thread):
                 self.publish(sample)
 
     def publish(self, sample: dict) -> None:
+        if self.unreachable:
+            self.unreachable = False
+            log.info("metrics from %s: reachable again", self.name)
         self.last_sample = time.monotonic()
         sample["received"] = round(time.time(), 3)
         metrics.append(self.node_id, sample)

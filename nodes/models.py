@@ -134,8 +134,9 @@ class Node(models.Model):
                         f"The laptop now presents {ssh.fingerprint(presented)} instead of "
                         f"{self.host_key_fingerprint}. An admin must approve the new key.")
 
-    def approve_presented_host_key(self) -> None:
-        self.host_key, self.presented_host_key = self.presented_host_key, ""
+    def approve_host_key(self, key: str) -> None:
+        HOST_KEY_FORMAT(key)
+        self.host_key, self.presented_host_key = key, ""
         self.save(update_fields=["host_key", "presented_host_key"])
         self.set_status(NodeStatus.NEW, "New host key approved.")
 

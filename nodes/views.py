@@ -1,4 +1,5 @@
 from django.contrib import messages
+from django.core import signing
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -15,6 +16,7 @@ from nodes.registration import RegistrationError, register
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.tasks import enqueue
 
+APPROVAL_SALT = "clusterpanel.nodes.approve-host-key"
 USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK, ActionKind.MEASURE_SPEED]
 SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
@@ -130,13 +132,37 @@ def node_action(request: HttpRequest, name: str, kind: str) -> HttpResponse:
 
 
 @lab_admin_required
-@require_POST
+@require_http_methods(["GET", "POST"])
 def approve_host_key(request: HttpRequest, name: str) -> HttpResponse:
+    """GET asks the laptop for its key now and shows it beside the pinned one; POST approves exactly the key
+    that page showed (signed into it), never one stored earlier, which may be stale or another's."""
     node = get_object_or_404(Node, name=name, status=NodeStatus.HOST_KEY_CHANGED)
-    node.approve_presented_host_key()
-    messages.success(request, f"New host key of {node.name} approved: {node.host_key_fingerprint}.")
-    enqueue(node, ActionKind.PROBE, request.user)
-    return redirect("nodes:detail", name=name)
+    if request.method == "POST":
+        try:
+            shown = signing.loads(request.POST.get("signed_host_key", ""), salt=APPROVAL_SALT, max_age=900)
+        except signing.BadSignature:
+            messages.error(request, "That approval expired or was altered; compare the keys again.")
+            return redirect("nodes:approve-host-key", name=name)
+        if shown["node"] != node.pk or shown["pinned"] != node.host_key:
+            messages.error(request, "The laptop's keys changed since that page was shown; compare them again.")
+            return redirect("nodes:approve-host-key", name=name)
+        node.approve_host_key(shown["key"])
+        messages.success(request, f"New host key of {node.name} approved: {node.host_key_fingerprint}.")
+        enqueue(node, ActionKind.PROBE, request.user)
+        return redirect("nodes:detail", name=name)
+    try:
+        presented, error = ssh.host_key_of(node.host, node.port), ""
+    except ssh.SSHError as exc:
+        presented, error = "", str(exc)
+    if presented == node.host_key:
+        node.approve_host_key(presented)  # it shows the pinned key again: nothing to approve
+        messages.success(request, f"{node.name} presents its pinned key again; probing it.")
+        enqueue(node, ActionKind.PROBE, request.user)
+        return redirect("nodes:detail", name=name)
+    signed = signing.dumps({"node": node.pk, "pinned": node.host_key, "key": presented}, salt=APPROVAL_SALT)
+    return render(request, "nodes/host_key.html", {
+        "node": node, "error": error, "presented_fingerprint": ssh.fingerprint(presented) if presented else "",
+        "signed": signed})
 
 
 @lab_admin_required

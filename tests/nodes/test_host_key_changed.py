@@ -38,7 +38,11 @@ def test_it_refuses_a_changed_host_key_flags_the_laptop_and_waits_for_approval(r
     client.login(username="alice", password=PASSWORD)
     page = client.get(f"/nodes/{node.name}/")
     assert reinstalled.host_key_fingerprint.encode() in page.content
-    client.post(f"/nodes/{node.name}/approve-host-key/")
+    compare = client.get(f"/nodes/{node.name}/approve-host-key/")
+    assert compare.context["presented_fingerprint"] == reinstalled.host_key_fingerprint
+    assert node.host_key_fingerprint in compare.content.decode()
+    assert Node.objects.get(pk=node.pk).host_key == node.host_key, "looking approves nothing"
+    client.post(f"/nodes/{node.name}/approve-host-key/", {"signed_host_key": compare.context["signed"]})
     node.refresh_from_db()
     assert node.host_key == reinstalled.host_key and node.presented_host_key == ""
     assert run_now(node, ActionKind.PROBE).status == ActionStatus.SUCCEEDED
@@ -55,3 +59,23 @@ def test_it_gives_up_on_an_unreachable_laptop_without_hanging_a_worker(rekey_lan
     node.refresh_from_db()
     assert action.status == ActionStatus.FAILED and "Cannot reach 10.237.0.200" in action.error
     assert node.status == NodeStatus.OFFLINE
+
+
+def test_approval_takes_exactly_the_key_shown_even_if_the_laptop_changed_again(rekey_lan, client, alice):
+    harness, lan = rekey_lan
+    node = register(lan, lan.laptops[0], name="twice")
+    node.refuse_host_key(lan.laptops[0].host_key)  # as a failed probe would: the laptop was made anew
+    Node.objects.filter(pk=node.pk).update(host_key=harness.rekey(1).host_key)  # pinned: an older key
+    shown_key = harness.rekey(1).host_key
+    client.login(username="alice", password=PASSWORD)
+    compare = client.get("/nodes/twice/approve-host-key/")
+    assert compare.context["presented_fingerprint"] == ssh.fingerprint(shown_key)
+    newest = harness.rekey(1).host_key  # changes again after the admin looked
+    client.post("/nodes/twice/approve-host-key/", {"signed_host_key": compare.context["signed"]})
+    node.refresh_from_db()
+    assert node.host_key == shown_key != newest
+    tampered = compare.context["signed"][:-3] + "abc"
+    Node.objects.filter(pk=node.pk).update(status=NodeStatus.HOST_KEY_CHANGED)
+    page = client.post("/nodes/twice/approve-host-key/", {"signed_host_key": tampered}, follow=True)
+    assert "expired or was altered" in page.content.decode()
+    assert Node.objects.get(pk=node.pk).host_key == shown_key
