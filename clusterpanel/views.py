@@ -9,12 +9,17 @@ from clusterpanel.auth import lab_admin_required
 
 
 def home(request: HttpRequest) -> HttpResponse:
-    from clusterpanel.dashboard import deployment_rows
+    from clusterpanel import dashboard
     from nodes.models import Node
 
     if not request.user.is_lab_admin:
-        return redirect("chat:home")  # end users come to talk to the model
-    return render(request, "home.html", {"nodes": Node.objects.all(), "deployments": deployment_rows()})
+        return render(request, "home_user.html", dashboard.own_work(request.user))
+    held = dashboard.held_layers()
+    nodes = list(Node.objects.all())
+    for node in nodes:
+        node.held = held.get(node.pk, [])
+    return render(request, "home.html", {"nodes": nodes, "deployments": dashboard.deployment_rows(),
+                                         "failures": dashboard.recent_failures()})
 
 
 @lab_admin_required

@@ -21,8 +21,9 @@ function row(deployment) {
   badge.className = `badge state-${deployment.status}`;
   badge.textContent = deployment.label;
   const load = deployment.load;
-  tr.append(cell("", ""), cell("", ""), cell(deployment.interactive), cell(deployment.batch),
-    cell(load ? `${load.busy} of ${load.slots}` : "—"), cell(load ? load.tokens_per_s.toFixed(1) : "—"));
+  tr.append(cell("", ""), cell("", ""), cell(deployment.running), cell(deployment.interactive), cell(deployment.batch),
+    cell(load ? `${load.busy} of ${load.slots}` : "—"), cell(load ? load.tokens_per_s.toFixed(1) : "—"),
+    cell(deployment.predicted ?? "—"), cell(deployment.users.length ? deployment.users.join(", ") : "nobody", ""));
   tr.cells[0].append(link);
   tr.cells[1].append(badge);
   return tr;
@@ -33,7 +34,7 @@ function nothingRunning() {
   link.href = root.dataset.plan;
   link.textContent = "plan one";
   const td = cell("No deployment is running: ", "");
-  td.colSpan = 6;
+  td.colSpan = 9;
   td.append(link, ".");
   const tr = document.createElement("tr");
   tr.append(td);
