@@ -16,9 +16,9 @@ from django.db import IntegrityError, transaction
 from jobs.engine import oneshot
 from jobs.engine.llamacpp import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
-from models_app.planning import as_record, make_plan
+from models_app.planning import PlanningError, as_record, make_plan
 from nodes import install, probe, ssh
-from nodes.models import Node, RpcServer, ServerStatus
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
 
 log = logging.getLogger(__name__)
@@ -271,3 +271,27 @@ def stop(deployment: Deployment, status: str = DeploymentStatus.STOPPED, detail:
     deployment.set_status(status, detail or "Stopped; every rpc-server of it is being shut down.")
 
 
+
+
+def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
+    """A new deployment of the same model with the same settings, on the same laptops in the same order
+    (`ready_only`: those of them that are ready now, re-planned); the old one is stopped if it still holds
+    laptops, and passes its place as the chat's default on. Raises PlanningError, changing nothing."""
+    nodes = [stage.node for stage in deployment.stages.select_related("node").order_by("position")]
+    if ready_only:
+        nodes = [node for node in nodes if node.status == NodeStatus.READY]
+        if not nodes:
+            raise PlanningError("None of its laptops is ready; bring one back or plan on others.")
+    stages = deployment.plan.get("stages", [])
+    head_layers = any(s.get("machine") == "head" and s.get("count") for s in stages)
+    manual = [s["count"] for s in stages[1:]] if deployment.mode == "manual" and not ready_only else None
+    mode = deployment.mode if manual or deployment.mode != "manual" else "fastest"  # a hand split fits no other set
+    with transaction.atomic():
+        fresh = create(deployment.model, nodes, deployment.ctx, mode, user=user, manual=manual,
+                       head_layers=head_layers, preseed=deployment.preseed, slots=deployment.slots)
+        if deployment.is_active:
+            stop(deployment, detail=f"Replaced by deployment #{fresh.pk}.")
+        if deployment.is_default:
+            Deployment.objects.filter(pk=deployment.pk).update(is_default=False)
+            Deployment.objects.filter(pk=fresh.pk).update(is_default=True)
+    return fresh

@@ -132,6 +132,40 @@ def stop_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 
 @lab_admin_required
 @require_http_methods(["GET", "POST"])
+def deploy_again(request: HttpRequest, pk: int, ready_only: bool) -> HttpResponse:
+    """Recovery from the deployment's own page: redeploy it as it was, or re-plan it on its laptops that are
+    ready now."""
+    deployment = get_object_or_404(Deployment.objects.select_related("model"), pk=pk)
+    stages = list(deployment.stages.select_related("node").order_by("position"))
+    chosen = [s.node for s in stages if not ready_only or s.node.status == NodeStatus.READY]
+    verb = "Re-plan" if ready_only else "Redeploy"
+    question, back = f"{verb} {deployment}?", reverse("models:deployment", args=[pk])
+    if request.method == "GET":
+        if not chosen:
+            return confirm.refuse(request, question, "None of its laptops is ready; bring one back or plan on "
+                                                     "others on the Plan page.", back)
+        how = "planned anew" if ready_only else "split as before"
+        lines = [f"A new deployment of {deployment.model.name} on {', '.join(n.name for n in chosen)}, with "
+                 f"{deployment.ctx} tokens of context and {deployment.slots} slot(s), {how}."]
+        left = [s.node.name for s in stages if s.node not in chosen]
+        if left:
+            lines.append(f"Left out, not ready: {', '.join(left)}.")
+        if deployment.is_active:
+            lines.append(f"This deployment stops first ({removal.in_flight(deployment)}: they end now).")
+        return confirm.ask(request, question, lines, verb, back)
+    try:
+        fresh = deploy.again(deployment, ready_only, request.user)
+    except PlanningError as exc:
+        return confirm.refuse(request, question, f"Nothing was started: {exc}", back)
+    from models_app.tasks import prepare_deployment
+
+    transaction.on_commit(lambda: prepare_deployment.delay(fresh.pk))
+    messages.success(request, f"Deployment #{fresh.pk} replaces #{pk}; it is being prepared.")
+    return redirect("models:deployment", pk=fresh.pk)
+
+
+@lab_admin_required
+@require_http_methods(["GET", "POST"])
 def remove_deployment(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment, pk=pk)
     question, back = f"Remove {deployment}?", reverse("models:deployment", args=[pk])

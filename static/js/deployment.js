@@ -14,6 +14,10 @@ function showStatus(message) {
   // The socket also tells the current state each time it (re)connects: reload only for news.
   const changed = message.status !== detail.dataset.status;
   detail.dataset.status = message.status;
+  if (ENDED.includes(message.status)) {
+    document.getElementById("engine-state").textContent = `Not running: the deployment is ${message.label.toLowerCase()}.`;
+    showSlots({});
+  }
   if (changed && ["ready", "failed", "stopped"].includes(message.status)) setTimeout(() => location.reload(), 500);
 }
 
@@ -32,7 +36,11 @@ function showPreseed(row) {
   cell.querySelector("progress").value = row.state === "done" ? total || 1 : done;
 }
 
+const ENDED = ["failed", "stopped"];
+
 function showEngine(engine) {
+  // An engine's last words can arrive after its deployment ended: the page keeps saying "not running".
+  if (ENDED.includes(detail.dataset.status)) return;
   const line = document.getElementById("engine-state");
   if (engine.state === "loading") {
     line.textContent = "Loading the model: ";

@@ -1,0 +1,81 @@
+"""A failed or degraded deployment offers, on its own page, what can be done: re-plan it on its laptops that
+are ready, redeploy it as it was, stop or remove it; and its page never says the engine is ready when the
+deployment is not."""
+
+from django.test import Client
+
+from models_app import deploy
+from models_app.models import Deployment, DeploymentStatus
+from nodes.models import Node, NodeStatus
+from tests.jobs.standins import ready_deployment
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
+GB = 1 << 30
+
+
+def client_for(user) -> Client:
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+def laptops() -> list[Node]:
+    made = []
+    for n, status in enumerate((NodeStatus.READY, NodeStatus.OFFLINE, NodeStatus.READY), start=1):
+        made.append(Node.objects.create(name=f"lab-{n}", host=f"192.0.2.{n}", username="lab", host_key=KEY,
+                                        usable_memory=4 * GB, speed_gb_s=10.0, status=status))
+    return made
+
+
+def a_deployment(status) -> Deployment:
+    model = ready_deployment().model
+    deployment = deploy.create(model, laptops(), 512, "even", slots=2)
+    Deployment.objects.filter(pk=deployment.pk).update(status=status, is_default=True)
+    deployment.refresh_from_db()
+    return deployment
+
+
+def test_replan_takes_the_ready_laptops_only_and_says_which_were_left_out(alice):
+    failed = a_deployment(DeploymentStatus.FAILED)
+    client = client_for(alice)
+    page = client.get(f"/models/deployments/{failed.pk}/").content.decode()
+    assert "Re-plan on its ready laptops" in page and "Redeploy as it was" in page
+    question = client.get(f"/models/deployments/{failed.pk}/replan/").content.decode()
+    assert "on lab-1, lab-3, with 512 tokens of context and 2 slot(s)" in question
+    assert "Left out, not ready: lab-2." in question
+    response = client.post(f"/models/deployments/{failed.pk}/replan/")
+    fresh = Deployment.objects.exclude(pk__in=[failed.pk]).latest("pk")
+    assert response["Location"] == f"/models/deployments/{fresh.pk}/"
+    assert [s.node.name for s in fresh.stages.order_by("position")] == ["lab-1", "lab-3"]
+    assert (fresh.ctx, fresh.slots, fresh.status, fresh.is_default) == (512, 2, DeploymentStatus.PLANNED, True)
+    assert not Deployment.objects.get(pk=failed.pk).is_default
+
+
+def test_redeploy_as_it_was_stops_a_degraded_one_first(alice):
+    degraded = a_deployment(DeploymentStatus.DEGRADED)
+    client = client_for(alice)
+    assert "This deployment stops first (0 jobs running, 0 waiting" in \
+        client.get(f"/models/deployments/{degraded.pk}/redeploy/").content.decode()
+    client.post(f"/models/deployments/{degraded.pk}/redeploy/")
+    fresh = Deployment.objects.exclude(pk=degraded.pk).latest("pk")
+    assert [s.node.name for s in fresh.stages.order_by("position")] == ["lab-1", "lab-2", "lab-3"]
+    old = Deployment.objects.get(pk=degraded.pk)
+    assert old.status == DeploymentStatus.STOPPED and f"Replaced by deployment #{fresh.pk}" in old.status_detail
+
+
+def test_nothing_starts_when_no_laptop_is_ready(alice):
+    failed = a_deployment(DeploymentStatus.FAILED)
+    Node.objects.update(status=NodeStatus.OFFLINE)
+    client = client_for(alice)
+    response = client.get(f"/models/deployments/{failed.pk}/replan/")
+    assert response.status_code == 409 and "None of its laptops is ready" in response.content.decode()
+    assert client.post(f"/models/deployments/{failed.pk}/replan/").status_code == 409
+    assert Deployment.objects.count() == 2  # the stand-in's and this one
+
+
+def test_an_ended_deployment_never_shows_its_engine_as_ready(alice):
+    failed = a_deployment(DeploymentStatus.FAILED)
+    Deployment.objects.filter(pk=failed.pk).update(engine={"state": "ready", "slots": 2, "busy": 1, "jobs": [7]})
+    page = client_for(alice).get(f"/models/deployments/{failed.pk}/").content.decode()
+    assert "Not running: the deployment is failed." in page
+    assert "Ready: the model is loaded" not in page and "Slots: 1 of 2 busy" not in page
