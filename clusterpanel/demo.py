@@ -1,9 +1,11 @@
 """The demo `make run` brings up when it can: three simulated laptops, registered and probed, the
-bundled model deployed across them, and that deployment the chat page's default.
+bundled model split evenly across them, and that deployment the chat page's default.
 
 The laptops are network namespaces with their own sshd (nodes/simlan.py), so they
-need root; they are made fresh at each start (new host keys: the panel is told,
-since it made them) and removed when the panel stops.
+need root; they are made fresh at each start (new host keys: the panel pins them itself,
+since it made them) and removed when the panel stops. The demo's earlier deployments
+go at each start (their jobs and conversations stay); `manage.py demo --reset` removes
+the demo's laptops and deployments without starting anything.
 """
 
 from pathlib import Path
@@ -13,7 +15,7 @@ from django.conf import settings
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes.models import ActionKind, Node, NodeAction
+from nodes.models import ActionKind, Node, NodeAction, NodeStatus
 from nodes.simlan import Lan, SimLan
 from nodes.tasks import run_action
 
@@ -30,7 +32,8 @@ def register(lan: Lan) -> list[Node]:
     nodes = []
     for laptop in lan.laptops:
         node, _ = Node.objects.update_or_create(name=laptop.name, defaults={
-            "host": laptop.address, "username": laptop.user, "host_key": laptop.host_key, "private_key": key})
+            "host": laptop.address, "port": 22, "username": laptop.user, "host_key": laptop.host_key,
+            "presented_host_key": "", "status": NodeStatus.NEW, "private_key": key})
         action = NodeAction.objects.create(node=node, kind=ActionKind.PROBE)
         run_action(action.pk)
         action.refresh_from_db()
@@ -44,10 +47,10 @@ def start(say) -> Deployment:
     """Bring the demo up and deploy; `say(text)` reports progress. Raises on failure."""
     say(f"Demo: starting {LAPTOPS} simulated laptops on {SUBNET}…")
     nodes = register(harness().up(LAPTOPS, rate="1gbit"))
-    for old in Deployment.objects.filter(stages__node__in=nodes, status__in=Deployment.ACTIVE).distinct():
-        deploy.stop(old, detail="The demo laptops were made anew.")
+    forget_deployments()
     say("Demo: deploying the bundled model across them…")
-    deployment = deploy.create(ensure_bundled(), nodes, CTX, mode="fastest", slots=None)  # as many as fit
+    # "even": a layer share on each laptop, which is what the demo is for ("fastest" may put all on one).
+    deployment = deploy.create(ensure_bundled(), nodes, CTX, mode="even", slots=None)  # as many slots as fit
     deploy.prepare(deployment)
     deployment.refresh_from_db()
     if deployment.status != DeploymentStatus.READY:
@@ -56,6 +59,25 @@ def start(say) -> Deployment:
         Deployment.objects.filter(is_default=True).update(is_default=False)
         Deployment.objects.filter(pk=deployment.pk).update(is_default=True)
     return deployment
+
+
+def demo_deployments():
+    return Deployment.objects.filter(stages__node__name__startswith=f"{NAME}-").distinct()
+
+
+def forget_deployments() -> None:
+    """The demo's earlier deployments: stopped, then removed (their jobs and conversations stay)."""
+    for old in demo_deployments().filter(status__in=Deployment.ACTIVE):
+        deploy.stop(old, detail="The demo laptops were made anew.")
+    for old in demo_deployments():
+        Deployment.objects.filter(pk=old.pk).delete()
+
+
+def reset() -> None:
+    """The demo as before its first start: its laptops' rows, deployments and namespaces gone; var/ kept."""
+    forget_deployments()
+    Node.objects.filter(name__startswith=f"{NAME}-").delete()
+    harness().down()
 
 
 def stop() -> None:

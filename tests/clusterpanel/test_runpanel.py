@@ -161,7 +161,10 @@ def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_
     port = free_port()
     panel = start_panel(tmp_path, port, DEMO="1")
     try:
-        read_until(panel, r"Demo ready", timeout=400)
+        ready = read_until(panel, r"Demo ready.*", timeout=400)
+        split = re.findall(r"(demo-\d) \((\d+) layers\)", ready)
+        assert [name for name, _ in split] == ["demo-1", "demo-2", "demo-3"], ready
+        assert all(int(count) > 0 for _, count in split), f"the model is split across all three: {ready}"
         session = requests.Session()
         base = f"http://127.0.0.1:{port}"
         login = session.get(f"{base}/login/", timeout=10)

@@ -1,0 +1,31 @@
+"""`manage.py demo --reset` puts the demo back to before its first start: its laptops and deployments go,
+everyone's conversations and jobs stay, and laptops that are not the demo's are untouched."""
+
+from django.core.management import call_command
+
+from jobs.models import Conversation, Job, JobKind, JobStatus
+from models_app.models import Deployment, DeploymentStage
+from nodes.models import Node
+from tests.jobs.standins import ready_deployment
+
+KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
+
+
+def test_reset_removes_the_demo_and_keeps_everyone_elses_work(bob, capsys):
+    deployment = ready_deployment()
+    demo = [Node.objects.create(name=f"demo-{n}", host=f"10.230.0.{10 + n}", username="u", host_key=KEY)
+            for n in (1, 2, 3)]
+    lab = Node.objects.create(name="lab-1", host="192.0.2.1", username="u", host_key=KEY)
+    for position, node in enumerate(demo):
+        DeploymentStage.objects.create(deployment=deployment, position=position, node=node, first_layer=position,
+                                       layer_count=1, memory={})
+    conversation = Conversation.objects.create(user=bob, deployment=deployment, title="Kept")
+    job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, conversation=conversation,
+                             params={}, messages=[{"role": "user", "content": "hi"}], status=JobStatus.SUCCEEDED,
+                             output="hello")
+    call_command("demo", "--reset")
+    assert "Demo reset" in capsys.readouterr().out
+    assert list(Node.objects.values_list("name", flat=True)) == ["lab-1"] and Node.objects.get(pk=lab.pk)
+    assert not Deployment.objects.filter(pk=deployment.pk).exists()
+    job.refresh_from_db()
+    assert job.output == "hello" and job.conversation_id == conversation.pk and job.deployment is None
