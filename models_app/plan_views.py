@@ -37,8 +37,28 @@ class PlanForm(forms.Form):
                                  help_text="Copy each laptop's weights over SSH first, in parallel; "
                                            "the load then sends only hashes, and a redeploy copies nothing.")
 
+    order = forms.CharField(
+        required=False, max_length=2000, label="Pipeline order",
+        help_text="Laptop names separated by commas, first to last; laptops not named follow in their own order "
+                  "(Laptops → Edit). The 'fastest' mode tries other orders itself.")
+
     def chosen_nodes(self) -> list[Node]:
-        return list(self.cleaned_data["nodes"]) or list(Node.objects.filter(status=NodeStatus.READY))
+        nodes = list(self.cleaned_data["nodes"]) or list(Node.objects.filter(status=NodeStatus.READY))
+        named = self.cleaned_data.get("order_names", [])
+        return sorted(nodes, key=lambda node: (named.index(node.name) if node.name in named else len(named),
+                                               node.pipeline_order, node.name))
+
+    def clean(self):
+        data = super().clean()
+        names = [name.strip() for name in data.get("order", "").split(",") if name.strip()]
+        chosen = {node.name for node in (data.get("nodes") or Node.objects.filter(status=NodeStatus.READY))}
+        unknown = [name for name in names if name not in chosen]
+        if unknown:
+            self.add_error("order", f"Not among the laptops planned on: {', '.join(unknown[:5])}.")
+        elif len(set(names)) != len(names):
+            self.add_error("order", "Name each laptop once.")
+        data["order_names"] = names
+        return data
 
 
 @lab_admin_required
@@ -49,7 +69,9 @@ def plan_page(request: HttpRequest) -> HttpResponse:
         data, nodes = form.cleaned_data, form.chosen_nodes()
         results = {mode: plan_or_error(data, nodes, mode) for mode in MODES}
         chosen = results[data["mode"]]
-        context.update(results=results, chosen=chosen, nodes=nodes, chart=chosen)
+        charts = [{"title": f"{mode}{' (chosen)' if mode == data['mode'] else ''}", "plan": plan}
+                  for mode, plan in results.items() if "error" not in plan]
+        context.update(results=results, chosen=chosen, nodes=nodes, charts=charts)
         if "error" not in chosen:
             context["people"] = people_at_once(chosen)
     return render(request, "models_app/plan.html", context)
@@ -91,7 +113,7 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("model"), pk=pk)
     stages = deployment.stages.select_related("node", "server")
     return render(request, "models_app/deployment.html", {"deployment": deployment, "stages": stages,
-                                                           "chart": deployment.plan,
+                                                           "charts": [{"title": "", "plan": deployment.plan}],
                                                            "accuracy": accuracy(deployment.plan)})
 
 

@@ -1,6 +1,21 @@
 // Live Plotly charts that grow in place, keep the user's zoom, and break their lines across gaps.
+// Lines that lie on top of each other stay apart by dash as well as colour; a laptop gone offline keeps
+// its past but is drawn faint and named "(offline)" until its samples come back.
 const GAP_S = 3;
 const MAX_POINTS = 3600;
+const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
+
+// The layout every panel chart shares: the title on the left, where the toolbar (top right) cannot cover
+// it; the legend under the plot; hovering lists every line at that time.
+export function layout(title, yTitle, extra = {}) {
+  return {
+    title: { text: title, font: { size: 14 }, x: 0, xanchor: "left", pad: { l: 8 } }, height: 280,
+    margin: { t: 40, r: 12, b: 48, l: 60 }, yaxis: { title: { text: yTitle }, rangemode: "tozero", automargin: true },
+    legend: { orientation: "h", y: -0.25 }, hovermode: "x unified", ...extra,
+  };
+}
+
+export const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
 
 export class LiveChart {
   // series(sample) returns [{key, name, y}] for one sample of one laptop.
@@ -8,20 +23,34 @@ export class LiveChart {
     this.element = element;
     this.series = series;
     this.index = new Map();  // trace key -> trace number
+    this.names = new Map();  // trace key -> its name while live
     this.lastT = new Map();  // trace key -> time of its last point
-    Plotly.newPlot(element, [], {
-      title: { text: title, font: { size: 14 } }, uirevision: "live", height: 260,
-      margin: { t: 36, r: 16, b: 36, l: 52 }, xaxis: { type: "date" }, yaxis: { title: unit, rangemode: "tozero" },
-      legend: { orientation: "h" },
-    }, { displaylogo: false, responsive: true });
+    this.stale = new Set();  // laptop ids drawn as offline
+    Plotly.newPlot(element, [], { ...layout(title, unit, { uirevision: "live" }),
+      xaxis: { type: "date", title: { text: "time" } } }, CONFIG);
   }
 
   trace(key, name) {
     if (!this.index.has(key)) {
-      Plotly.addTraces(this.element, { x: [], y: [], name, mode: "lines", connectgaps: false });
+      const dash = DASHES[this.index.size % DASHES.length];
+      Plotly.addTraces(this.element, { x: [], y: [], name, mode: "lines", connectgaps: false, line: { dash } });
       this.index.set(key, this.index.size);
+      this.names.set(key, name);
     }
     return this.index.get(key);
+  }
+
+  // Faint and "(offline)" while the laptop sends nothing; as before once it does.
+  mark(nodeId, offline) {
+    const id = String(nodeId);
+    if (offline === this.stale.has(id)) return;
+    if (offline) this.stale.add(id); else this.stale.delete(id);
+    const keys = [...this.index.keys()].filter((key) => key.split(":")[0] === id);
+    if (!keys.length) return;
+    Plotly.restyle(this.element, {
+      opacity: keys.map(() => (offline ? 0.35 : 1)),
+      name: keys.map((key) => (offline ? `${this.names.get(key)} (offline)` : this.names.get(key))),
+    }, keys.map((key) => this.index.get(key)));
   }
 
   add(samples) {
@@ -43,6 +72,7 @@ export class LiveChart {
       }
     }
     if (!updates.size) return;
+    for (const sample of samples) if (sample.node !== undefined && !sample.history) this.mark(sample.node, false);
     const numbers = [...updates.keys()];
     Plotly.extendTraces(this.element, {
       x: numbers.map((n) => updates.get(n).x), y: numbers.map((n) => updates.get(n).y),
@@ -56,6 +86,7 @@ export class LiveChart {
         Plotly.extendTraces(this.element, { x: [[new Date(t * 1000)]], y: [[null]] }, [number], MAX_POINTS);
       }
     }
+    this.mark(nodeId, true);
   }
 }
 

@@ -6,13 +6,13 @@ const root = document.getElementById("cluster-charts");
 const name = (s) => s.name;
 const charts = [
   new LiveChart(root.querySelector("[data-chart=cpu]"), {
-    title: "CPU", unit: "%", series: (s) => [{ key: `${s.node}:cpu`, name: name(s), y: s.cpu }],
+    title: "CPU", unit: "CPU %", series: (s) => [{ key: `${s.node}:cpu`, name: name(s), y: s.cpu }],
   }),
   new LiveChart(root.querySelector("[data-chart=ram]"), {
-    title: "Memory used", unit: "GiB", series: (s) => [{ key: `${s.node}:ram`, name: name(s), y: s.ram_used / GiB }],
+    title: "Memory used", unit: "memory (GiB)", series: (s) => [{ key: `${s.node}:ram`, name: name(s), y: s.ram_used / GiB }],
   }),
   new LiveChart(root.querySelector("[data-chart=net]"), {
-    title: "Network in + out", unit: "MB/s", series: (s) => [{ key: `${s.node}:net`, name: name(s), y: (s.rx + s.tx) / MB }],
+    title: "Network in + out", unit: "network (MB/s)", series: (s) => [{ key: `${s.node}:net`, name: name(s), y: (s.rx + s.tx) / MB }],
   }),
 ];
 
@@ -27,8 +27,9 @@ function setState(nodeId, state) {
 const response = await fetch(`${root.dataset.recent}?seconds=600`);
 const history = await response.json();
 for (const node of history.nodes) {
-  const samples = node.samples.map((s) => ({ ...s, node: node.id, name: node.name }));
+  const samples = node.samples.map((s) => ({ ...s, node: node.id, name: node.name, history: true }));
   charts.forEach((chart) => chart.add(samples));
+  if (node.status === "offline") charts.forEach((chart) => chart.mark(node.id, true));
 }
 live("/ws/dashboard/", (message) => {
   if (message.type === "metrics") {
