@@ -5,7 +5,7 @@ from django.urls import path
 from clusterpanel.consumers import StatusConsumer
 from jobs.batch.consumers import BatchConsumer
 from jobs.chat.consumers import JobConsumer
-from models_app.consumers import DeploymentConsumer
+from models_app.consumers import DeploymentConsumer, ModelConsumer
 from nodes.consumers import DashboardConsumer, NodeConsumer
 
 websocket_urlpatterns = [
@@ -13,6 +13,7 @@ websocket_urlpatterns = [
     path("ws/nodes/<int:node_id>/", NodeConsumer.as_asgi()),
     path("ws/dashboard/", DashboardConsumer.as_asgi()),
     path("ws/deployments/<int:pk>/", DeploymentConsumer.as_asgi()),
+    path("ws/models/<int:pk>/", ModelConsumer.as_asgi()),
     path("ws/jobs/<int:pk>/", JobConsumer.as_asgi()),
     path("ws/batches/<int:pk>/", BatchConsumer.as_asgi()),
 ]

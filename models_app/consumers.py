@@ -1,7 +1,7 @@
 from channels.db import database_sync_to_async
 
 from clusterpanel.consumers import AdminGroupConsumer
-from models_app.models import Deployment
+from models_app.models import Deployment, GgufModel
 
 
 class DeploymentConsumer(AdminGroupConsumer):
@@ -35,3 +35,23 @@ class DeploymentConsumer(AdminGroupConsumer):
 
     async def deployment_verification(self, event: dict) -> None:
         await self.send_json({"type": "verification", **event["payload"]})
+
+
+class ModelConsumer(AdminGroupConsumer):
+    """A model's checksum as it is computed (group `model_<id>`)."""
+
+    def group_name(self) -> str:
+        return f"model_{self.scope['url_route']['kwargs']['pk']}"
+
+    async def catch_up(self) -> None:
+        model = await self.current()
+        if model is not None:
+            await self.send_json({"type": "progress", "status": model.status, "hash_progress": model.hash_progress,
+                                  "status_detail": model.status_detail})
+
+    @database_sync_to_async
+    def current(self) -> GgufModel | None:
+        return GgufModel.objects.filter(pk=self.scope["url_route"]["kwargs"]["pk"]).first()
+
+    async def model_progress(self, event: dict) -> None:
+        await self.send_json({"type": "progress", **event["payload"]})

@@ -1,9 +1,24 @@
-// Model page: bytes per transformer layer, the planner's raw material.
+// Model page: bytes per transformer layer, the planner's raw material; the checksum's progress, live.
+import { CONFIG, layout } from "./charts.js";
+import { live } from "./live.js";
+
 const data = JSON.parse(document.getElementById("layer-data").textContent);
 const MiB = 2 ** 20;
 Plotly.newPlot("layer-chart", [{
   type: "bar", x: data.layers.map((_, i) => i), y: data.layers.map((b) => b / MiB), name: "layer",
-}], {
-  title: { text: "Weights per layer", font: { size: 14 } }, height: 320,
-  xaxis: { title: "layer" }, yaxis: { title: "MiB" }, margin: { t: 36, r: 16, b: 44, l: 52 },
-}, { displaylogo: false, responsive: true });
+}], { ...layout("Weights per layer", "weights (MiB)", { hovermode: "closest", showlegend: false }),
+  xaxis: { title: { text: "layer number" } } }, CONFIG);
+
+const checksum = document.getElementById("checksum");
+if (checksum.dataset.status === "hashing") {
+  live(`/ws/models/${checksum.dataset.model}/`, (message) => {
+    if (message.type !== "progress") return;
+    if (message.status && message.status !== "hashing") {
+      location.reload();  // done (or failed): the page shows the sum or the reason
+      return;
+    }
+    const progress = Number(message.hash_progress ?? 0);
+    document.getElementById("checksum-bar").value = progress;
+    document.getElementById("checksum-percent").textContent = `${Math.round(progress * 100)} %`;
+  });
+}
