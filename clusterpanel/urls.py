@@ -6,6 +6,7 @@ from clusterpanel import token_views, user_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
+    path("start/", views.landing, name="landing"),
     path("dashboard/deployments/", views.dashboard_deployments, name="dashboard-deployments"),
     path("status/", views.system_status, name="system-status"),
     path("nodes/", include("nodes.urls")),

@@ -8,6 +8,11 @@ from clusterpanel import status
 from clusterpanel.auth import lab_admin_required
 
 
+def landing(request: HttpRequest) -> HttpResponse:
+    """Where a login without ?next= goes: end users come to talk to the model, lab admins to the cluster."""
+    return redirect("home" if request.user.is_lab_admin else "chat:home")
+
+
 def home(request: HttpRequest) -> HttpResponse:
     from clusterpanel import dashboard
     from nodes.models import Node

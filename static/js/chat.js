@@ -131,6 +131,15 @@ async function finished(job, li) {
   busy(false);
 }
 
+// A first message names its conversation: the list and the title field say so at once.
+function showTitle(title) {
+  if (!title) return;
+  const titleInput = document.getElementById("title");
+  if (titleInput && !titleInput.value) titleInput.value = title;
+  const listed = document.querySelector(".conversations li.current a");
+  if (listed) listed.textContent = title;
+}
+
 form.addEventListener("submit", async (event) => {
   event.preventDefault();
   errorBox.textContent = "";
@@ -141,6 +150,7 @@ form.addEventListener("submit", async (event) => {
       system_prompt: document.getElementById("system").value,
     });
     input.value = "";
+    showTitle(data.title);
     follow(data.job, turnItem(text));
   } catch (error) {
     errorBox.textContent = error.message;
