@@ -9,9 +9,11 @@ from django.shortcuts import render
 
 
 def ask(request: HttpRequest, question: str, consequences: list[str], verb: str, back: str,
-        options: list[tuple[str, str]] = ()) -> HttpResponse:
+        options: list[tuple[str, str]] = (), carry: list[tuple[str, str]] = ()) -> HttpResponse:
+    """`options`: checkboxes (name, label); `carry`: fields the POST needs again (name, value), plus
+    `confirmed=1`, for an action whose first POST only asks."""
     return render(request, "confirm.html", {"question": question, "consequences": consequences, "verb": verb,
-                                            "back": back, "options": options})
+                                            "back": back, "options": options, "carry": carry})
 
 
 def refuse(request: HttpRequest, question: str, why: str, back: str) -> HttpResponse:

@@ -299,7 +299,8 @@ def test_it_answers_the_rpc_server_form(alice, values):
 
 # ---- models: plan, deploy, upload ----
 
-PLAN_FORM = {"model": "1", "nodes": "1", "ctx": "2048", "head_layers": "on", "mode": "fastest", "preseed": "on"}
+PLAN_FORM = {"model": "1", "nodes": "1", "ctx": "2048", "head_layers": "on", "mode": "fastest", "preseed": "on",
+             "order": "lab-1"}
 
 
 @EXAMPLES
@@ -388,3 +389,43 @@ def test_it_answers_the_token_forms(bob, name, revoke):
     client = signed_in(bob)
     form_shape(client.post("/account/tokens/", posted({"name": name})))
     form_shape(client.post(f"/account/tokens/{revoke}/revoke/"))
+
+
+# ---- managing what exists: laptops, models, conversations, people ----
+
+HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/"
+EDIT_NODE = {"name": "lab-1", "host": "10.0.0.1", "port": "22", "username": "lab", "connection": "tunnel",
+             "install_dir": "~/.clusterpanel", "pipeline_order": "0", "usable_gb": "4", "reserve_gb": "1"}
+
+
+@EXAMPLES
+@given(values=form_values({**EDIT_NODE, "name": "lab-1"}))
+def test_it_answers_the_edit_laptop_form(alice, values):
+    """The address stays as it is unless changed, so no value makes the panel reach out beyond 10.0.0.1:22
+    (nothing listens there: a change of address is refused with the reason)."""
+    node, _ = Node.objects.get_or_create(name="lab-1", defaults={"host": "10.0.0.1", "username": "lab",
+                                                                 "host_key": HOST_KEY})
+    values = {**posted(values), "host": "10.0.0.1", "port": "22"}
+    form_shape(signed_in(alice).post(f"/nodes/{node.name}/edit/", values))
+    Node.objects.filter(pk=node.pk).update(name="lab-1")
+
+
+@EXAMPLES
+@given(username=TEXTS, role=TEXTS | st.sampled_from(["admin", "user"]), pk=PATH_IDS, action=st.sampled_from(
+    ["role", "password", "disable", "enable"]))
+def test_it_answers_the_users_forms(alice, username, role, pk, action):
+    client = signed_in(alice)
+    form_shape(client.post("/users/", posted({"username": username, "role": role})))
+    answer = client.post(f"/users/{pk}/{action}/", posted({"role": role}))
+    never_a_server_error(answer)
+    assert answer.status_code in (200, 302, 400, 404, 409), answer.status_code
+
+
+@EXAMPLES
+@given(title=TEXTS, name=TEXTS)
+def test_it_answers_the_rename_forms(alice, title, name):
+    conversation, _ = Conversation.objects.get_or_create(user=alice, title="Mine")
+    client = signed_in(alice)
+    form_shape(client.post(f"/chat/{conversation.pk}/rename/", posted({"title": title})))
+    Conversation.objects.filter(pk=conversation.pk).update(title="Mine")
+    never_a_server_error(client.post("/models/no-such-model/rename/", posted({"name": name})))
