@@ -6,7 +6,7 @@ import urllib.request
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-PUBLIC = {"login", "healthz", "admin-login"}
+PUBLIC = {"login", "healthz", "admin-login", "favicon"}  # favicon: a redirect to a static file
 APIS = ("api/", "v1/")  # for scripts: no login page to send them to, a 401 instead
 
 

@@ -16,9 +16,10 @@ def test_it_forbids_the_system_page_to_a_plain_user(client, bob):
 
 
 def test_it_sends_a_plain_user_to_the_chat_and_hides_admin_links(client, bob):
-    client.login(username="bob", password=PASSWORD)
-    response = client.get("/", follow=True)
-    assert response.status_code == 200 and "/chat/" in response.redirect_chain[-1][0]
+    landed = client.post("/login/", {"username": "bob", "password": PASSWORD}, follow=True)
+    assert landed.status_code == 200 and "/chat/" in landed.redirect_chain[-1][0]
+    response = client.get("/")
+    assert response.status_code == 200 and b"Your work in progress" in response.content, "their own dashboard"
     assert b"/status/" not in response.content and b"/nodes/" not in response.content
 
 
