@@ -98,8 +98,10 @@ def test_it_shows_slots_filling_live_and_the_dashboard_counts_the_queue(alice, b
             job(deployment, bob, status=JobStatus.QUEUED, batch=batch, line=line)
         page.goto(f"{web_server}/")
         row = f"#queues tr[data-deployment='{deployment.pk}']"
-        assert [page.inner_text(f"{row} td:nth-child({n})") for n in (3, 4, 5)] == ["3", "2", "4 of 4"]
+        # Running, waiting (interactive), waiting (batch), slots busy
+        assert [page.inner_text(f"{row} td:nth-child({n})") for n in (3, 4, 5, 6)] == ["4", "3", "2", "4 of 4"]
         job(deployment, alice, status=JobStatus.QUEUED)  # the dashboard follows without a reload
-        text_is(page, f"{row} td:nth-child(3)", "4")
-        assert page.inner_text(f"{row} td:nth-child(6)") == "0.0"
+        text_is(page, f"{row} td:nth-child(4)", "4")
+        assert page.inner_text(f"{row} td:nth-child(7)") == "0.0"
+        assert page.inner_text(f"{row} td:nth-child(9)") == "alice, bob", "who uses it"
         assert not page.watch.errors, page.watch.errors
