@@ -36,4 +36,4 @@ def test_it_does_not_lock_the_user_out_from_another_address(alice, web_server):
         try_login(web_server, "alice", f"guess {n}")
     elsewhere = Client(REMOTE_ADDR="192.0.2.7")  # another computer
     answer = elsewhere.post("/login/", {"username": "alice", "password": PASSWORD})
-    assert answer.status_code == 302 and answer["Location"] == "/"
+    assert answer.status_code == 302 and answer["Location"] == "/start/"  # then the dashboard or the chat
