@@ -93,7 +93,7 @@ def test_a_lab_admins_day(day, web_server, alice):
         page = chromium.new_page()
         check = Checked(page)
         log_in(page, web_server, "alice", PASSWORD)
-        assert page.url.endswith("/"), "a lab admin lands on the dashboard"
+        assert page.url == f"{web_server}/", "a lab admin lands on the dashboard"
 
         page.goto(f"{web_server}/nodes/add/")
         check()
