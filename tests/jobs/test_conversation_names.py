@@ -1,6 +1,8 @@
 """A user renames and deletes conversations; no two of a user's conversations share a title, whether named
 by their first message, renamed, or already duplicated before the upgrade."""
 
+import contextlib
+
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -82,14 +84,39 @@ def test_delete_is_refused_while_an_answer_is_coming(bob):
     assert Conversation.objects.filter(pk=conversation.pk).exists()
 
 
+@contextlib.contextmanager
+def migrated_back(target: list[tuple[str, str]]):
+    """The database at `target` for the body, then at the newest migrations again, its id sequences as they
+    were: SQLite rebuilds a table to change it, and a rebuilt empty table would hand out ids from 1 again,
+    which later tests' jobs would share with Redis streams of earlier ones."""
+    with connection.cursor() as cursor:
+        cursor.execute("SELECT name, seq FROM sqlite_sequence")
+        sequences = cursor.fetchall()
+    try:
+        MigrationExecutor(connection).migrate(target)
+        yield MigrationExecutor(connection).loader.project_state(target).apps
+    finally:
+        executor = MigrationExecutor(connection)
+        executor.migrate(executor.loader.graph.leaf_nodes())
+        with connection.cursor() as cursor:
+            for name, seq in sequences:
+                cursor.execute("UPDATE sqlite_sequence SET seq = MAX(seq, %s) WHERE name = %s", [seq, name])
+
+
 @pytest.mark.django_db(transaction=True)
 def test_the_upgrade_numbers_titles_that_were_already_alike(bob):
-    executor = MigrationExecutor(connection)
-    before, after = [("jobs", "0005_job_cached_tokens")], [("jobs", "0006_one_title_per_conversation")]
-    executor.migrate(before)
-    old = MigrationExecutor(connection).loader.project_state(before).apps.get_model("jobs", "Conversation")
-    for title in ("Notes", "Notes", "Notes", ""):
-        old.objects.create(user_id=bob.pk, title=title)
-    MigrationExecutor(connection).migrate(after)
-    titles = sorted(Conversation.objects.filter(user=bob).values_list("title", flat=True))
+    assert connection.vendor == "sqlite", "the tests' database (clusterpanel/settings.py)"
+    deployment = ready_deployment()
+    last_id = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={}).pk
+    Job.objects.all().delete()  # an empty table, as between tests: rebuilt, it would count from 1 again
+    with migrated_back([("jobs", "0005_job_cached_tokens")]) as apps:
+        old = apps.get_model("jobs", "Conversation")
+        for title in ("Notes", "Notes", "Notes", ""):
+            old.objects.create(user_id=bob.pk, title=title)
+        MigrationExecutor(connection).migrate([("jobs", "0006_one_title_per_conversation")])
+        titles = sorted(Conversation.objects.filter(user=bob).values_list("title", flat=True))
     assert titles == ["", "Notes", "Notes (2)", "Notes (3)"]
+    applied = MigrationExecutor(connection).loader.applied_migrations
+    assert ("jobs", "0007_history_outlives_deployments") in applied, "the database is left at the newest"
+    again = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={})
+    assert again.pk > last_id, "no job id is handed out twice"
