@@ -190,17 +190,10 @@ def deploy_again(request: HttpRequest, pk: int, ready_only: bool) -> HttpRespons
 @require_http_methods(["GET", "POST"])
 def remove_deployment(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment, pk=pk)
-    question, back = f"Remove {deployment}?", reverse("models:deployment", args=[pk])
-    try:
-        consequences = removal.deployment_removal(deployment)
-        if request.method == "POST":
-            removal.remove_deployment(deployment)
-    except removal.Refused as exc:
-        return confirm.refuse(request, question, str(exc), back)
-    if request.method == "GET":
-        return confirm.ask(request, question, consequences, "Remove", back)
-    messages.success(request, f"Deployment #{pk} removed.")
-    return redirect("models:deployments")
+    return confirm.ask_then_do(
+        request, question=f"Remove {deployment}?", back=reverse("models:deployment", args=[pk]), verb="Remove",
+        check=lambda: removal.deployment_removal(deployment), act=lambda: removal.remove_deployment(deployment),
+        refusals=(removal.Refused,), done=f"Deployment #{pk} removed.", then=reverse("models:deployments"))
 
 
 @lab_admin_required

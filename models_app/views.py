@@ -85,14 +85,7 @@ def rename_model(request: HttpRequest, name: str) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def delete_model(request: HttpRequest, name: str) -> HttpResponse:
     model = get_object_or_404(GgufModel, name=name)
-    question, back = f"Delete {model.name}?", reverse("models:detail", args=[name])
-    try:
-        consequences = removal.model_deletion(model)
-        if request.method == "POST":
-            removal.delete_model(model)
-    except removal.Refused as exc:
-        return confirm.refuse(request, question, str(exc), back)
-    if request.method == "GET":
-        return confirm.ask(request, question, consequences, "Delete", back)
-    messages.success(request, f"{name} deleted.")
-    return redirect("models:list")
+    return confirm.ask_then_do(
+        request, question=f"Delete {model.name}?", back=reverse("models:detail", args=[name]), verb="Delete",
+        check=lambda: removal.model_deletion(model), act=lambda: removal.delete_model(model),
+        refusals=(removal.Refused,), done=f"{name} deleted.", then=reverse("models:list"))

@@ -75,17 +75,10 @@ def cancel_batch(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def delete_batch(request: HttpRequest, pk: int) -> HttpResponse:
     batch = batch_for(request, pk)
-    question, back = f"Delete batch #{batch.pk}?", reverse("batches:detail", args=[pk])
-    try:
-        consequences = batches.deletion(batch)
-        if request.method == "POST":
-            batches.delete(batch)
-    except batches.StillRunning as exc:
-        return confirm.refuse(request, question, str(exc), back)
-    if request.method == "GET":
-        return confirm.ask(request, question, consequences, "Delete", back)
-    messages.success(request, f"Batch #{pk} deleted.")
-    return redirect("batches:list")
+    return confirm.ask_then_do(
+        request, question=f"Delete batch #{batch.pk}?", back=reverse("batches:detail", args=[pk]), verb="Delete",
+        check=lambda: batches.deletion(batch), act=lambda: batches.delete(batch),
+        refusals=(batches.StillRunning,), done=f"Batch #{pk} deleted.", then=reverse("batches:list"))
 
 
 def download(request: HttpRequest, pk: int, kind: str) -> HttpResponse:

@@ -107,14 +107,7 @@ def rename(request: HttpRequest, pk: int) -> HttpResponse:
 @require_http_methods(["GET", "POST"])
 def delete(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = own_conversation(request, pk)
-    question, back = f"Delete “{conversation}”?", reverse("chat:conversation", args=[pk])
-    try:
-        consequences = manage.deletion(conversation)
-        if request.method == "POST":
-            manage.delete(conversation)
-    except manage.ManageError as exc:
-        return confirm.refuse(request, question, str(exc), back)
-    if request.method == "GET":
-        return confirm.ask(request, question, consequences, "Delete", back)
-    messages.success(request, f"“{conversation}” deleted.")
-    return redirect("chat:home")
+    return confirm.ask_then_do(
+        request, question=f"Delete “{conversation}”?", back=reverse("chat:conversation", args=[pk]), verb="Delete",
+        check=lambda: manage.deletion(conversation), act=lambda: manage.delete(conversation),
+        refusals=(manage.ManageError,), done=f"“{conversation}” deleted.", then=reverse("chat:home"))
