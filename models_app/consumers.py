@@ -33,6 +33,9 @@ class DeploymentConsumer(AdminGroupConsumer):
     async def deployment_engine(self, event: dict) -> None:
         await self.send_json({"type": "engine", **event["payload"]})
 
+    async def deployment_server(self, event: dict) -> None:
+        await self.send_json({"type": "server", **event["payload"]})
+
     async def deployment_verification(self, event: dict) -> None:
         await self.send_json({"type": "verification", **event["payload"]})
 

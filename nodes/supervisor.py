@@ -24,6 +24,7 @@ from datetime import timedelta
 from django.db import DatabaseError, close_old_connections, connections
 from django.utils import timezone
 
+from clusterpanel.broadcast import broadcast
 from nodes import rpc, rpcserver, ssh
 from nodes.models import NodeStatus, RpcServer, ServerStatus
 
@@ -250,6 +251,19 @@ class Supervisor:
 
     @staticmethod
     def update(server: RpcServer, **fields) -> None:
+        was = server.status
         for name, value in fields.items():
             setattr(server, name, value)
         server.save(update_fields=list(fields))
+        if server.status != was:
+            tell_deployment(server)
+
+
+def tell_deployment(server: RpcServer) -> None:
+    """The deployment page whose stage this server is shows its state live (it said "Ready" beside a server
+    that had failed, until a reload)."""
+    stage = RpcServer.objects.filter(pk=server.pk).values("stage__deployment_id", "stage__position").first()
+    if stage and stage["stage__deployment_id"]:
+        broadcast(f"deployment_{stage['stage__deployment_id']}", "deployment.server", {
+            "position": stage["stage__position"], "port": server.port, "status": server.status,
+            "label": server.get_status_display()})

@@ -57,5 +57,9 @@ live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
   if (message.type === "status") showStatus(message);
   else if (message.type === "preseed") showPreseed(message);
   else if (message.type === "engine") showEngine(message);
+  else if (message.type === "server") {
+    const cell = document.getElementById(`server-${message.position}`);
+    if (cell) cell.textContent = `${message.port}: ${message.label}`;
+  }
   else if (message.type === "verification" && message.result !== "running") location.reload();
 });
