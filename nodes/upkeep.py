@@ -35,6 +35,7 @@ class Removed:
     stopped: list[int] = field(default_factory=list)
     unreachable: str = ""  # why the laptop could not be reached: its servers may still run
     wiped: bool = False
+    not_wiped: str = ""  # why its files were left although asked
 
     def summary(self, name: str) -> str:
         said = [f"{name} removed."]
@@ -43,6 +44,8 @@ class Removed:
                         f"{', '.join(map(str, self.stopped))}.")
         if self.wiped:
             said.append("Its runtime and caches were deleted from the laptop.")
+        if self.not_wiped:
+            said.append(f"Its files were left: {self.not_wiped}.")
         if self.unreachable:
             said.append(f"The laptop could not be reached ({self.unreachable}): anything the panel started there "
                         "may still run, and its files stay.")
@@ -118,7 +121,10 @@ def remove(node: Node, wipe: bool) -> Removed:
         for server in node.rpc_servers.all():
             rpcserver.stop(target, node.install_dir, server.port)
             done.stopped.append(server.port)
-        if wipe:
+        if wipe and node.install_dir.rstrip("/") == "~":
+            done.not_wiped = ("its install folder is the user's home, where names like downloads or cache may "
+                              "be theirs: delete the panel's runtime, rpc and cache folders there by hand")
+        elif wipe:
             result = ssh.sh(target, WIPE, ssh.remote_path(node.install_dir))
             done.wiped = result.exit_status == 0
     except ssh.SSHError as exc:

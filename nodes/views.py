@@ -116,7 +116,7 @@ def remove_node(request: HttpRequest, name: str) -> HttpResponse:
     if request.method == "GET":
         return confirm.ask(request, question, consequences, "Remove", back, options=[
             ("wipe", f"Also delete the runtime and tensor caches the panel put in {node.install_dir} on the laptop")])
-    (messages.warning if removed.unreachable else messages.success)(request, removed.summary(name))
+    (messages.warning if removed.unreachable or removed.not_wiped else messages.success)(request, removed.summary(name))
     return redirect("nodes:list")
 
 

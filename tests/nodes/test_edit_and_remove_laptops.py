@@ -154,3 +154,11 @@ def test_removal_stops_its_rpc_server_and_deletes_only_what_the_panel_made(lan, 
         ssh.sh(own, 'pkill -u "$(id -un)" -f "ggml-rpc-server.*50071"; rm -rf -- "$1"',
                ssh.remote_path(node.install_dir))
         ssh.forget(own)
+
+
+def test_an_install_folder_that_is_the_home_is_never_wiped(alice):
+    node = a_laptop(host="127.0.0.1")
+    Node.objects.filter(pk=node.pk).update(port=closed_port(), install_dir="~")
+    shown = admin(alice).post(f"/nodes/{node.name}/remove/", {"wipe": "1"}, follow=True).content.decode()
+    assert "lab-1 removed." in shown and "Its files were left: its install folder is the user&#x27;s home" in shown
+    assert not Node.objects.filter(pk=node.pk).exists()
