@@ -110,10 +110,17 @@ class Deployment(models.Model):
         return f"engine.{self.pk}"
 
     def set_status(self, status: str, detail: str = "") -> None:
+        """Record and announce a new state. Stopped is final: what fails after a stop (an engine losing the
+        laptops the stop let go, recovery giving up) follows from it, and must not turn it into "Failed"."""
         from clusterpanel.broadcast import broadcast
 
+        rows = Deployment.objects.filter(pk=self.pk)
+        if status != DeploymentStatus.STOPPED:
+            rows = rows.exclude(status=DeploymentStatus.STOPPED)
+        if not rows.update(status=status, status_detail=detail):
+            self.refresh_from_db(fields=["status", "status_detail"])
+            return
         self.status, self.status_detail = status, detail
-        self.save(update_fields=["status", "status_detail"])
         broadcast(f"deployment_{self.pk}", "deployment.status",
                   {"status": status, "label": self.get_status_display(), "detail": detail})
 
