@@ -2,21 +2,13 @@
 plan's prediction beside the measured rate; per laptop what it holds; what failed lately. A plain user's
 dashboard shows the models ready and their own work."""
 
-from django.test import Client
 from django.utils import timezone
 
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from models_app.models import DeploymentStage, DeploymentStatus
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from tests.jobs.standins import ready_deployment
-
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.rows import HOST_KEY, client_for
 
 
 def job(deployment, user, status, **fields) -> Job:
@@ -29,7 +21,7 @@ def test_the_admin_sees_queue_users_prediction_layers_and_failures(alice, bob, d
     deployment = ready_deployment()
     deployment.plan = {"tokens_per_second": 12.345}
     deployment.save(update_fields=["plan"])
-    node = Node.objects.create(name="lab-1", host="192.0.2.10", username="lab", host_key=KEY)
+    node = Node.objects.create(name="lab-1", host="192.0.2.10", username="lab", host_key=HOST_KEY)
     DeploymentStage.objects.create(deployment=deployment, position=1, node=node, first_layer=0, layer_count=10,
                                    memory={})
     job(deployment, bob, JobStatus.RUNNING)
@@ -49,7 +41,7 @@ def test_the_admin_sees_queue_users_prediction_layers_and_failures(alice, bob, d
 
 def test_a_stopped_deployment_holds_no_layers_on_the_dashboard(alice):
     deployment = ready_deployment(status=DeploymentStatus.STOPPED)
-    node = Node.objects.create(name="lab-2", host="192.0.2.11", username="lab", host_key=KEY)
+    node = Node.objects.create(name="lab-2", host="192.0.2.11", username="lab", host_key=HOST_KEY)
     DeploymentStage.objects.create(deployment=deployment, position=1, node=node, first_layer=0, layer_count=4,
                                    memory={})
     page = client_for(alice).get("/").content.decode()

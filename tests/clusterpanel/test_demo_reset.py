@@ -7,15 +7,14 @@ from jobs.models import Conversation, Job, JobKind, JobStatus
 from models_app.models import Deployment, DeploymentStage
 from nodes.models import Node
 from tests.jobs.standins import ready_deployment
-
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
+from tests.rows import HOST_KEY
 
 
 def test_reset_removes_the_demo_and_keeps_everyone_elses_work(bob, capsys):
     deployment = ready_deployment()
-    demo = [Node.objects.create(name=f"demo-{n}", host=f"10.230.0.{10 + n}", username="u", host_key=KEY)
+    demo = [Node.objects.create(name=f"demo-{n}", host=f"10.230.0.{10 + n}", username="u", host_key=HOST_KEY)
             for n in (1, 2, 3)]
-    lab = Node.objects.create(name="lab-1", host="192.0.2.1", username="u", host_key=KEY)
+    lab = Node.objects.create(name="lab-1", host="192.0.2.1", username="u", host_key=HOST_KEY)
     for position, node in enumerate(demo):
         DeploymentStage.objects.create(deployment=deployment, position=position, node=node, first_layer=position,
                                        layer_count=1, memory={})

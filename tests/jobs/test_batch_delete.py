@@ -1,16 +1,10 @@
 """A batch is deleted with its results, after asking; never while the engine still holds one of its items,
 and only by its owner or a lab admin."""
 
-from django.test import Client
 
 from jobs.models import Batch, Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.rows import client_for
 
 
 def batch_of(user, statuses) -> Batch:

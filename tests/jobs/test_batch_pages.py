@@ -5,7 +5,6 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
-from django.test import Client
 from django.utils import timezone
 
 from clusterpanel.models import Role, User
@@ -17,6 +16,7 @@ from jobs.params import Params
 from models_app.models import DeploymentStatus
 from tests.conftest import PASSWORD
 from tests.jobs.standins import ready_deployment
+from tests.rows import client_for
 
 CSV = b"custom_id,prompt,max_tokens\nq1,Say hi,8\nq2,,8\nq3,Say bye,8\n"
 
@@ -25,11 +25,6 @@ CSV = b"custom_id,prompt,max_tokens\nq1,Say hi,8\nq2,,8\nq3,Say bye,8\n"
 def deployment(db):
     return ready_deployment()
 
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def upload(user, deployment, data: bytes, name: str = "prompts.csv"):

@@ -6,17 +6,11 @@ import contextlib
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
-from django.test import Client
 
 from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
-
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+from tests.rows import client_for
 
 
 def test_first_messages_alike_get_numbered_titles(bob, alice):

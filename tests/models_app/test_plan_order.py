@@ -2,24 +2,18 @@
 the deployment made from it; a laptop's own place (Laptops → Edit) orders the rest; a name that is not
 planned on is refused in words. Every mode that fits is charted."""
 
-from django.test import Client
 
 from models_app.models import Deployment
 from nodes.models import Node, NodeStatus
 from tests.jobs.standins import ready_deployment
+from tests.rows import HOST_KEY, client_for
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
 GB = 1 << 30
 
 
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
-
 
 def laptops() -> list[Node]:
-    return [Node.objects.create(name=f"lab-{n}", host=f"192.0.2.{n}", username="lab", host_key=KEY,
+    return [Node.objects.create(name=f"lab-{n}", host=f"192.0.2.{n}", username="lab", host_key=HOST_KEY,
                                 usable_memory=4 * GB, speed_gb_s=10.0, status=NodeStatus.READY, pipeline_order=order)
             for n, order in ((1, 0), (2, 0), (3, 5))]
 

@@ -2,27 +2,21 @@
 are ready, redeploy it as it was, stop or remove it; and its page never says the engine is ready when the
 deployment is not."""
 
-from django.test import Client
 
 from models_app import deploy
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node, NodeStatus
 from tests.jobs.standins import ready_deployment
+from tests.rows import HOST_KEY, client_for
 
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
 GB = 1 << 30
 
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def laptops() -> list[Node]:
     made = []
     for n, status in enumerate((NodeStatus.READY, NodeStatus.OFFLINE, NodeStatus.READY), start=1):
-        made.append(Node.objects.create(name=f"lab-{n}", host=f"192.0.2.{n}", username="lab", host_key=KEY,
+        made.append(Node.objects.create(name=f"lab-{n}", host=f"192.0.2.{n}", username="lab", host_key=HOST_KEY,
                                         usable_memory=4 * GB, speed_gb_s=10.0, status=status))
     return made
 

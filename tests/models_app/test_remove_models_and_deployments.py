@@ -5,18 +5,13 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
-from django.test import Client
 
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from models_app.models import Deployment, DeploymentStatus, GgufModel, ModelStatus
+from tests.rows import client_for
 
 SIZE = 3 * 2**20
 
-
-def client_for(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
 
 
 def a_model(name: str, path: str, bundled: bool = False) -> GgufModel:

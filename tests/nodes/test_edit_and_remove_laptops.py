@@ -12,9 +12,9 @@ from nodes import rpcserver, ssh
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction, NodeStatus, RpcServer
 from tests.jobs.standins import ready_deployment
 from tests.nodes.laptops import register, run_now, target
+from tests.rows import HOST_KEY
 
 GB = 1 << 30
-KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGZha2VrZXlmYWtla2V5ZmFrZWtleWZha2VrZXlmYWtl"
 
 
 def admin(alice) -> Client:
@@ -24,7 +24,7 @@ def admin(alice) -> Client:
 
 
 def a_laptop(name="lab-1", host="192.0.2.10") -> Node:
-    return Node.objects.create(name=name, host=host, username="lab", host_key=KEY)
+    return Node.objects.create(name=name, host=host, username="lab", host_key=HOST_KEY)
 
 
 def form_of(node: Node, **changes) -> dict:
