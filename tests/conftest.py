@@ -134,6 +134,14 @@ def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
     stop(process)
 
 
+@pytest.fixture
+def collector(transactional_db) -> Iterator[subprocess.Popen]:
+    """The metrics collector, as `make run` starts it."""
+    process = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=child_env())
+    yield process
+    stop(process)
+
+
 @pytest.fixture(scope="session")
 def lan_turn() -> None:
     """Wait for any other test run's simulated LAN to be gone (see tests/services.py)."""

@@ -8,8 +8,6 @@ be wider than the screen; the main pages are photographed into docs/screenshots/
 """
 
 import re
-import subprocess
-import sys
 
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
@@ -22,7 +20,7 @@ from nodes import ssh
 from nodes.models import ActionKind, Node
 from tests.a11y import violations
 from tests.browser import browser, log_in
-from tests.conftest import PASSWORD, ROOT, child_env, stop
+from tests.conftest import PASSWORD, ROOT
 from tests.jobs.cluster import end_engines
 from tests.nodes.laptops import register, run_now, target
 
@@ -62,14 +60,6 @@ class Checked:
                 SHOTS.mkdir(parents=True, exist_ok=True)
                 page.screenshot(path=str(SHOTS / f"{shot}-{size}.png"), full_page=True)
         page.set_viewport_size({"width": 1440, "height": 900})
-
-
-@pytest.fixture
-def collector(transactional_db):
-    """The metrics collector, as `make run` starts it: the dashboard's charts draw what it samples."""
-    process = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=child_env())
-    yield process
-    stop(process)
 
 
 @pytest.fixture

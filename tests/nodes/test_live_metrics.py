@@ -3,7 +3,6 @@
 import asyncio
 import json
 import subprocess
-import sys
 import time
 
 import pytest
@@ -13,16 +12,8 @@ from channels.testing import WebsocketCommunicator
 from clusterpanel.asgi import application
 from nodes import metrics
 from nodes.models import MetricMinute, Node, NodeStatus
-from tests.conftest import ROOT, child_env, stop
 from tests.nodes.laptops import register
 from tests.nodes.test_live_updates import headers_for
-
-
-@pytest.fixture
-def collector(transactional_db):
-    process = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=child_env())
-    yield process
-    stop(process)
 
 
 @pytest.fixture
