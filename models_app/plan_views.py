@@ -12,9 +12,9 @@ from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
 from models_app import deploy, removal
-from models_app.models import Deployment, GgufModel
+from models_app.models import Deployment, DeploymentStatus, GgufModel
 from models_app.planning import MAX_SLOTS, PlanningError, as_record, make_plan, people_at_once, why_these_slots
-from nodes.models import Node, NodeStatus
+from nodes.models import Node, NodeStatus, ServerStatus
 
 MODES = ("fastest", "memory", "even")
 SLOTS_RANGE = f"Slots must be a whole number from 1 to {MAX_SLOTS}: how many people the model serves at once."
@@ -113,8 +113,25 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
     deployment = get_object_or_404(Deployment.objects.select_related("model"), pk=pk)
     stages = deployment.stages.select_related("node", "server")
     return render(request, "models_app/deployment.html", {"deployment": deployment, "stages": stages,
+                                                           "troubles": troubles(deployment, stages),
                                                            "charts": [{"title": "", "plan": deployment.plan}],
                                                            "accuracy": accuracy(deployment.plan)})
+
+
+def troubles(deployment: Deployment, stages) -> list[dict]:
+    """What is wrong under a deployment that still says Ready: a laptop off the network or an rpc-server the
+    supervisor cannot bring back (the header alone said "Ready" above a failed server)."""
+    if deployment.status != DeploymentStatus.READY:
+        return []
+    found = []
+    for stage in stages:
+        server, node = stage.server, stage.node
+        if server and server.status == ServerStatus.FAILED:
+            why = server.last_death.partition("\n")[0].rstrip(".")
+            found.append({"node": node.name, "text": f"{node.name}: its rpc-server failed ({why})."})
+        elif node.status != NodeStatus.READY:
+            found.append({"node": node.name, "text": f"{node.name}: {node.get_status_display().lower()}."})
+    return found
 
 
 def accuracy(plan: dict) -> list[dict]:

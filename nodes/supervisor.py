@@ -266,4 +266,5 @@ def tell_deployment(server: RpcServer) -> None:
     if stage and stage["stage__deployment_id"]:
         broadcast(f"deployment_{stage['stage__deployment_id']}", "deployment.server", {
             "position": stage["stage__position"], "port": server.port, "status": server.status,
-            "label": server.get_status_display()})
+            "label": server.get_status_display(), "node": server.node.name,
+            "why": server.last_death.partition("\n")[0].rstrip(".")})

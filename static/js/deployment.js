@@ -53,13 +53,25 @@ function showEngine(engine) {
   showSlots(engine);
 }
 
+function showServer(server) {
+  const cell = document.getElementById(`server-${server.position}`);
+  if (cell) cell.textContent = `${server.port}: ${server.label}`;
+  // A ready deployment over a server that failed: the recovery card says so at once, not after a reload.
+  const list = document.getElementById("troubles");
+  if (!list || detail.dataset.status !== "ready") return;
+  const said = [...list.children].find((item) => item.dataset.node === server.node);
+  if (server.status === "failed") {
+    const item = said || list.appendChild(document.createElement("li"));
+    item.dataset.node = server.node;
+    item.textContent = `${server.node}: its rpc-server failed (${server.why}).`;
+  } else if (server.status === "running" && said) said.remove();
+  document.getElementById("recover").hidden = !list.children.length;
+}
+
 live(`/ws/deployments/${detail.dataset.deployment}/`, (message) => {
   if (message.type === "status") showStatus(message);
   else if (message.type === "preseed") showPreseed(message);
   else if (message.type === "engine") showEngine(message);
-  else if (message.type === "server") {
-    const cell = document.getElementById(`server-${message.position}`);
-    if (cell) cell.textContent = `${message.port}: ${message.label}`;
-  }
+  else if (message.type === "server") showServer(message);
   else if (message.type === "verification" && message.result !== "running") location.reload();
 });

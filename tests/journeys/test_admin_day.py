@@ -20,9 +20,10 @@ from nodes import ssh
 from nodes.models import ActionKind, Node
 from tests.a11y import violations
 from tests.browser import browser, log_in
-from tests.conftest import PASSWORD, ROOT
+from tests.conftest import PASSWORD, ROOT, wait_until
 from tests.jobs.cluster import end_engines
 from tests.nodes.laptops import register, run_now, target
+from tests.nodes.trouble import asleep
 
 ANSWERED = ("() => { const meta = document.querySelector('.turn .meta'); return meta && /tokens/.test(meta.innerText)"
             " && !document.querySelector('.turn .answer').classList.contains('streaming'); }")
@@ -141,6 +142,25 @@ def test_a_lab_admins_day(day, web_server, alice):
         assert "spare removed." in page.content() and not Node.objects.filter(name="spare").exists()
         page.goto(f"{web_server}/nodes/desk-1/remove/")
         assert "desk-1 holds layers of" in page.locator("#refusal").inner_text(), "not while it serves"
+
+        page.goto(f"{web_server}/models/deployments/{deployment.pk}/")
+        assert page.locator("#recover").is_hidden(), "nothing to recover from yet"
+        with asleep(first):  # desk-1's lid closes: its rpc-server and SSH answer nothing
+            page.wait_for_selector("#troubles li[data-node='desk-1']", timeout=60_000)
+            assert "desk-1: its rpc-server failed" in page.locator("#troubles").inner_text(), "said live"
+            assert page.locator("#deployment-status").inner_text() == "Ready", "it still answers until it fails over"
+            check()
+            wait_until(lambda: Node.objects.get(name="desk-1").status == "offline", 30, "desk-1 shown offline")
+            page.click("#replan")
+            asked = page.locator("#consequences").inner_text()
+            assert f"on {third.name}, {second.name}" in asked and "Left out, not ready: desk-1." in asked, asked
+            page.click("#confirm-button")
+            assert f"replaces #{deployment.pk}" in page.locator(".flash").inner_text()
+            page.wait_for_selector("#deployment-status.state-ready", timeout=300_000)
+            again = Deployment.objects.get(status=DeploymentStatus.READY)
+            assert [s.node.name for s in again.stages.order_by("position")] == [third.name, second.name]
+            assert Deployment.objects.get(pk=deployment.pk).status == DeploymentStatus.STOPPED
+            page.wait_for_selector("#engine-state >> text=Ready: the model is loaded", timeout=180_000)
 
         page.goto(f"{web_server}/users/")
         page.fill("#username", "carol")

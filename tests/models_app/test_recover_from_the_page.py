@@ -1,16 +1,17 @@
 """A failed or degraded deployment offers, on its own page, what can be done: re-plan it on its laptops that
-are ready, redeploy it as it was, stop or remove it; and its page never says the engine is ready when the
+are ready, redeploy it as it was, stop or remove it; a ready one offers the same, naming the laptop, as soon
+as a laptop under it is offline or its rpc-server failed; and its page never says the engine is ready when the
 deployment is not."""
 
+import re
 
 from models_app import deploy
 from models_app.models import Deployment, DeploymentStatus
-from nodes.models import Node, NodeStatus
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.jobs.standins import ready_deployment
 from tests.rows import HOST_KEY, client_for
 
 GB = 1 << 30
-
 
 
 def laptops() -> list[Node]:
@@ -73,3 +74,28 @@ def test_an_ended_deployment_never_shows_its_engine_as_ready(alice):
     page = client_for(alice).get(f"/models/deployments/{failed.pk}/").content.decode()
     assert "Not running: the deployment is failed." in page
     assert "Ready: the model is loaded" not in page and "Slots: 1 of 2 busy" not in page
+
+
+def recover_card(page: str) -> str:
+    return re.search(r'<section class="card warn" id="recover"[^>]*>.*?</section>', page, re.S).group(0)
+
+
+def test_a_ready_deployment_names_the_laptop_in_trouble_and_offers_the_same_recovery(alice):
+    ready = a_deployment(DeploymentStatus.READY)
+    Node.objects.update(status=NodeStatus.READY)
+    client = client_for(alice)
+    card = recover_card(client.get(f"/models/deployments/{ready.pk}/").content.decode())
+    assert " hidden>" in card.split("\n")[0], "nothing to recover from"
+
+    first, second = ready.stages.order_by("position")[:2]
+    first.server = RpcServer.objects.create(node=first.node, port=50052, wanted=True, status=ServerStatus.FAILED,
+                                            last_death="`sh` on 192.0.2.1 did not finish within 10 s.\n\nlog")
+    first.save()
+    Node.objects.filter(pk=second.node_id).update(status=NodeStatus.OFFLINE)
+    card = recover_card(client.get(f"/models/deployments/{ready.pk}/").content.decode())
+    assert " hidden>" not in card.split("\n")[0]
+    assert '<li data-node="lab-1">lab-1: its rpc-server failed (`sh` on 192.0.2.1 did not finish within 10 s)' \
+           '.</li>' in card
+    assert '<li data-node="lab-2">lab-2: offline.</li>' in card
+    assert "The next answer that needs it fails over" in card
+    assert all(f"/models/deployments/{ready.pk}/{to}/" in card for to in ("replan", "redeploy", "stop"))

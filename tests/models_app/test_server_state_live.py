@@ -39,5 +39,6 @@ def test_a_failed_server_shows_on_its_deployments_page(alice):
         return heard, nothing_more
 
     heard, nothing_more = async_to_sync(scenario)()
-    assert heard == {"type": "server", "position": 1, "port": 50052, "status": "failed", "label": "Failed"}
+    assert heard == {"type": "server", "position": 1, "port": 50052, "status": "failed", "label": "Failed",
+                     "node": "lab-1", "why": "killed"}
     assert nothing_more

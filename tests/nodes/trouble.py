@@ -1,9 +1,11 @@
-"""Real trouble for tests to cause: a laptop whose SSH hangs, a database locked by another process."""
+"""Real trouble for tests to cause: a laptop whose SSH hangs, a laptop asleep, a database locked by another
+process."""
 
 import contextlib
 import os
 import signal
 import sqlite3
+import subprocess
 from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,3 +69,25 @@ def locked_database() -> Iterator[None]:
     finally:
         db.execute("ROLLBACK")
         db.close()
+
+
+@contextlib.contextmanager
+def asleep(laptop: Laptop) -> Iterator[list[int]]:
+    """Every process of the laptop stopped, as when its lid closes: its rpc-server, its sshd and the
+    connections already open answer nothing and refuse nothing. All are continued whatever happens."""
+    stopped: list[int] = []
+    try:
+        os.kill(laptop.sshd_pid, signal.SIGSTOP)  # first: no new connection starts a process while we look
+        stopped.append(laptop.sshd_pid)
+        for _ in range(2):  # again, for what a connection started while the first round froze its shell
+            listed = subprocess.run(["ip", "netns", "pids", laptop.netns], capture_output=True, text=True,
+                                    check=True).stdout.split()
+            for pid in (int(p) for p in listed if int(p) not in stopped):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGSTOP)
+                    stopped.append(pid)
+        yield stopped
+    finally:
+        for pid in stopped:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGCONT)
