@@ -13,6 +13,8 @@ from django.views.decorators.debug import sensitive_variables
 
 from clusterpanel.models import ApiToken, User
 
+SAFE_METHODS = ("GET", "HEAD", "OPTIONS")
+
 
 class Unauthorized(Exception):
     status = 401
@@ -34,14 +36,23 @@ def bearer(request: HttpRequest) -> str | None:
 
 @sensitive_variables("key")
 def authenticate(request: HttpRequest, session: bool = True) -> User:
-    """The calling user, or Unauthorized/Forbidden with a sentence saying why."""
+    """The calling user, or Unauthorized/Forbidden with a sentence saying why. A token's own limits hold: an
+    expired one is refused, a read-only one may only read. The token used is `request.api_token` (None for a
+    browser session)."""
+    request.api_token = None
     key = bearer(request)
     if key is not None:
-        user = ApiToken.user_for(key) if key else None
-        if user is None:
+        token = ApiToken.holding(key) if key else None
+        if token is None:
             raise Unauthorized("The API token is missing, malformed, revoked or unknown. "
                                "Send `Authorization: Bearer <token>` with a token from /account/tokens/.")
-        return user
+        if token.expired:
+            raise Unauthorized(f"The API token “{token.name}” expired at {token.expires:%Y-%m-%d %H:%M} UTC; "
+                               "make a new one at /account/tokens/.")
+        if token.read_only and request.method not in SAFE_METHODS:
+            raise Forbidden(f"The API token “{token.name}” is read-only: it may only read (GET).")
+        request.api_token = token
+        return token.user
     user = getattr(request, "user", AnonymousUser()) if session else AnonymousUser()
     if not user.is_authenticated:
         raise Unauthorized("Authentication required: send `Authorization: Bearer <token>` "

@@ -1,6 +1,6 @@
 import hashlib
 import secrets
-from datetime import timedelta
+from datetime import datetime, timedelta
 
 from django.contrib.auth.models import AbstractUser
 from django.db import models
@@ -23,7 +23,8 @@ class User(AbstractUser):
 
 
 class ApiToken(models.Model):
-    """A personal key for scripts. Only its SHA-256 is kept: the key itself is shown once, when made."""
+    """A personal key for scripts. Only its SHA-256 is kept: the key itself is shown once, when made. It acts
+    with its owner's role; its owner may make it read-only (safe methods alone) and give it an end."""
 
     SCHEME = "cp_"  # recognisable in logs and secret scanners
 
@@ -33,6 +34,8 @@ class ApiToken(models.Model):
     digest = models.CharField(max_length=64, unique=True)
     created = models.DateTimeField(auto_now_add=True)
     last_used = models.DateTimeField(null=True, blank=True)
+    read_only = models.BooleanField(default=False, help_text="Reads only: any method but GET and HEAD is refused.")
+    expires = models.DateTimeField(null=True, blank=True, help_text="Refused from then on; never when empty.")
 
     class Meta:
         ordering = ["-created"]
@@ -40,22 +43,36 @@ class ApiToken(models.Model):
     def __str__(self) -> str:
         return f"{self.name} ({self.prefix}…)"
 
-    @classmethod
-    def issue(cls, user: User, name: str) -> tuple["ApiToken", str]:
-        """A new token and its key, which nothing can show again."""
-        key = cls.SCHEME + secrets.token_urlsafe(32)
-        return cls.objects.create(user=user, name=name, prefix=key[:10], digest=digest(key)), key
+    @property
+    def expired(self) -> bool:
+        return self.expires is not None and self.expires <= timezone.now()
 
     @classmethod
-    def user_for(cls, key: str) -> User | None:
-        """The active user holding `key`, noting when it was used (at most once a minute: it is a write)."""
+    def issue(cls, user: User, name: str, read_only: bool = False,
+              expires: datetime | None = None) -> tuple["ApiToken", str]:
+        """A new token and its key, which nothing can show again."""
+        key = cls.SCHEME + secrets.token_urlsafe(32)
+        token = cls.objects.create(user=user, name=name, prefix=key[:10], digest=digest(key), read_only=read_only,
+                                   expires=expires)
+        return token, key
+
+    @classmethod
+    def holding(cls, key: str) -> "ApiToken | None":
+        """The token of an active user holding `key` (expired or not), noting when it was used (at most once a
+        minute: it is a write)."""
         token = cls.objects.select_related("user").filter(digest=digest(key), user__is_active=True).first()
-        if token is None:
-            return None
+        if token is None or token.expired:
+            return token
         now = timezone.now()
         if token.last_used is None or now - token.last_used > timedelta(minutes=1):
             cls.objects.filter(pk=token.pk).update(last_used=now)
-        return token.user
+        return token
+
+    @classmethod
+    def user_for(cls, key: str) -> User | None:
+        """The active user holding `key`, if the token has not expired."""
+        token = cls.holding(key)
+        return token.user if token and not token.expired else None
 
 
 def digest(key: str) -> str:

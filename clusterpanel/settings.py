@@ -34,6 +34,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "channels",
     "csp",
+    "ninja",  # its Swagger UI assets, served by the panel for /api/docs/
     "axes",
     "clusterpanel",
     "nodes",

@@ -2,7 +2,7 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from clusterpanel import token_views, user_views, views
+from clusterpanel import api, token_views, user_views, views
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -24,7 +24,7 @@ urlpatterns = [
     path("users/<int:pk>/password/", user_views.reset_password, name="user-password"),
     path("users/<int:pk>/disable/", user_views.disable, name="user-disable"),
     path("users/<int:pk>/enable/", user_views.enable, name="user-enable"),
-    path("api/", include("jobs.api.urls")),
+    path("api/", include((api.urlpatterns(), "api"), namespace="api")),
     path("v1/", include("jobs.api.openai_urls")),
     path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),
     # One login page for everything, the admin site included.

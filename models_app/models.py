@@ -100,6 +100,11 @@ class Deployment(models.Model):
         return f"{self.model} #{self.pk}"
 
     @property
+    def model_ids(self) -> list[str]:
+        """The names the OpenAI-compatible API knows it by: its model's, or `deployment-<id>`."""
+        return [self.model.name, f"deployment-{self.pk}"]
+
+    @property
     def is_active(self) -> bool:
         """Holding laptops: preparing, loading, ready or degraded."""
         return self.status in self.ACTIVE

@@ -1,9 +1,10 @@
-"""`{{ moment|ago }}`: "5 minutes ago", with the exact time on hover and for screen readers' <time>."""
+"""`{{ moment|ago }}`: "5 minutes ago" (or "in 3 days" for a moment to come), with the exact time on hover and
+for screen readers' <time>."""
 
 from django import template
 from django.utils import timezone
 from django.utils.html import format_html
-from django.utils.timesince import timesince
+from django.utils.timesince import timesince, timeuntil
 
 register = template.Library()
 
@@ -13,4 +14,5 @@ def ago(moment, never: str = "never"):
     if not moment:
         return never
     exact = timezone.localtime(moment).strftime("%Y-%m-%d %H:%M:%S %Z")
-    return format_html('<time datetime="{}" title="{}">{} ago</time>', moment.isoformat(), exact, timesince(moment))
+    said = f"in {timeuntil(moment)}" if moment > timezone.now() else f"{timesince(moment)} ago"
+    return format_html('<time datetime="{}" title="{}">{}</time>', moment.isoformat(), exact, said)

@@ -84,10 +84,6 @@ def usable_deployments() -> list[Deployment]:
     return list(usable.order_by("-is_default", "-created"))
 
 
-def model_ids(deployment: Deployment) -> list[str]:
-    return [deployment.model.name, f"deployment-{deployment.pk}"]
-
-
 def deployment_for(model) -> Deployment:
     """The ready deployment a model id names (a model's name or `deployment-<id>`); none given: the default."""
     if model is not None and not isinstance(model, str):
@@ -97,8 +93,8 @@ def deployment_for(model) -> Deployment:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
                          "model_not_available", status=503)
     for deployment in usable:
-        if not model or model in model_ids(deployment):
+        if not model or model in deployment.model_ids:
             return deployment
-    ready = ", ".join(sorted({name for d in usable for name in model_ids(d)}))
+    ready = ", ".join(sorted({name for d in usable for name in d.model_ids}))
     raise InputError(f"The model {model!r} does not exist or is not deployed and ready. Ready: {ready}.",
                      "model", "model_not_found", status=404)

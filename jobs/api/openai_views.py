@@ -37,6 +37,13 @@ def failed(status: int, message: str, param: str | None = None, code: str | None
     return JsonResponse(openai_api.error(message, param, code, kind), status=status)
 
 
+def refused(exc: apiauth.Unauthorized) -> JsonResponse:
+    """401 for a key that is not one (or no longer is), 403 for a key that may not do this (read-only)."""
+    if exc.status == 403:
+        return failed(403, str(exc), code="permission_denied", kind="permission_error")
+    return failed(401, str(exc), code="invalid_api_key")
+
+
 def caller(request: HttpRequest):
     return apiauth.authenticate(request, session=False)  # the OpenAI API is for keys, as OpenAI's is
 
@@ -47,7 +54,7 @@ async def models(request: HttpRequest) -> HttpResponse:
     try:
         await sync_to_async(caller)(request)
     except apiauth.Unauthorized as exc:
-        return failed(401, str(exc), code="invalid_api_key")
+        return refused(exc)
     if request.method != "GET":
         return failed(405, "Use GET.")
     listed = await sync_to_async(model_list)()
@@ -57,7 +64,7 @@ async def models(request: HttpRequest) -> HttpResponse:
 def model_list() -> list[dict]:
     seen, listed = set(), []
     for deployment in inputs.usable_deployments():
-        for name in inputs.model_ids(deployment):
+        for name in deployment.model_ids:
             if name not in seen:
                 seen.add(name)
                 listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
@@ -86,7 +93,7 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
         wanted = openai_api.parse(inputs.json_body(request), kind)
         job, model = await sync_to_async(submit)(user, wanted)
     except apiauth.Unauthorized as exc:
-        return failed(401, str(exc), code="invalid_api_key")
+        return refused(exc)
     except InputError as exc:
         return failed(exc.status, str(exc), exc.param, exc.code)
     try:

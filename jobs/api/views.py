@@ -1,17 +1,87 @@
-"""The panel's REST API under /api/: jobs (own, or everyone's for lab admins), deployments, laptops."""
+"""/api/jobs/: queue a job, read it, cancel it, list one's own (or everyone's, for lab admins)."""
 
-from django.http import HttpRequest, JsonResponse
+from typing import Annotated, Any, Literal
 
+from django.http import HttpRequest
+from ninja import Field, Query, Router, Schema, Status
+from pydantic import BeforeValidator, WithJsonSchema
+
+from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, caller, errors, paged
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.api.rest import endpoint, page, problem
 from jobs.models import Job, JobKind
 from jobs.queue import queueing
 from models_app.models import Deployment
 
-KINDS = (JobKind.CHAT, JobKind.COMPLETION)
-FIELDS = ("kind", "messages", "prompt", "params", "deployment")
+router = Router()
+
+
+def checked(check):
+    """A field checked by the same function the OpenAI door uses (jobs/api/inputs.py): one rule, one sentence."""
+    def validate(value):
+        try:
+            return check(value, "")
+        except InputError as exc:
+            raise ValueError(str(exc).lstrip(". ")) from None
+    return BeforeValidator(validate)
+
+
+Text = Annotated[str, checked(inputs.content),
+                 WithJsonSchema({"anyOf": [{"type": "string"}, {"type": "array", "items": {
+                     "type": "object", "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+                     "required": ["type", "text"]}}]})]
+
+
+class MessageIn(Input):
+    role: Literal["system", "developer", "user", "assistant"]
+    content: Text
+
+
+class JobIn(Input):
+    """Generation parameters go inside "params": one at the top is refused as a typo would be."""
+
+    kind: Literal["chat", "completion"] = "chat"
+    messages: Annotated[list[MessageIn], Field(min_length=1)] | None = Field(
+        None, description="For a chat: the conversation so far, oldest first.")
+    prompt: Annotated[str, checked(inputs.prompt)] | None = Field(None, description="For a completion.")
+    params: dict[str, Any] | None = Field(None, description=(
+        "temperature, top_p, top_k, max_tokens, seed, stop, repeat_penalty; checked as everywhere in the panel "
+        "(an unknown one is refused)."))
+    deployment: int | None = Field(None, description="A deployment's id; none: the default ready one.")
+
+
+class Timings(Schema):
+    queue_wait_s: float | None
+    time_to_first_token_s: float | None
+    prompt_tokens_per_s: float | None
+    tokens_per_s: float | None
+    total_s: float | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
+    cached_tokens: int | None
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    status: str
+    error: str
+    output: str
+    finish_reason: str | None
+    deployment: int | None
+    retry: int | None
+    timings: Timings
+    dropped_messages: int
+    user: str | None
+    created: str
+    position: int = Field(description="1 for the next job to run; 0 when it is not waiting.")
+
+
+class JobDetail(JobOut):
+    messages: list[dict[str, Any]] | None
+    prompt: str
+    params: dict[str, Any]
 
 
 def described(job: Job) -> dict:
@@ -24,114 +94,78 @@ def visible_jobs(user):
     return jobs if user.is_lab_admin else jobs.filter(user=user)
 
 
-@endpoint("GET", "POST")
-def jobs(request: HttpRequest) -> JsonResponse:
-    if request.method == "POST":
-        try:
-            job = queueing.submit(new_job(request.user, inputs.json_body(request)))
-        except queueing.QueueDown as exc:
-            return problem(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
-                           "Try again in a moment.", 503)
-        return JsonResponse(described(job), status=201)
-    everyone = request.GET.get("all") in ("1", "true", "yes")
-    if everyone and not request.user.is_lab_admin:
-        return problem("Only lab admins can list everyone's jobs (?all=1).", 403, "all")
-    listed = visible_jobs(request.user)
-    return page(request, listed if everyone else listed.filter(user=request.user), described)
-
-
-def new_job(user, body: dict) -> Job:
-    unknown = sorted(set(body) - set(FIELDS))
-    if unknown:  # a typo must not pass silently; generation parameters go inside "params"
-        raise InputError(f"Unknown field {unknown[0]!r}: a job takes {', '.join(FIELDS)}.", unknown[0])
-    kind = body.get("kind", JobKind.CHAT)
-    if kind not in KINDS:
-        raise InputError(f"kind must be chat or completion, not {kind!r}.", "kind")
-    job = Job(kind=kind, user=user)
-    if kind == JobKind.CHAT:
-        job.messages = inputs.messages(body.get("messages"))
-    else:
-        job.prompt = inputs.prompt(body.get("prompt"))
-    raw = body.get("params") or {}
-    if not isinstance(raw, dict):
-        raise InputError("params must be an object.", "params")
-    job.deployment = chosen_deployment(body.get("deployment"))
+@router.post("/", response={201: JobOut, **errors(404, 409, 503)}, summary="Queue a job")
+def create_job(request: HttpRequest, payload: JobIn):
     try:
-        job.params = params.validate(raw, max_tokens_limit=job.deployment.ctx).as_dict()
+        job = queueing.submit(new_job(caller(request), payload))
+    except queueing.QueueDown as exc:
+        raise ApiError(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
+                       "Try again in a moment.", 503) from None
+    return Status(201, described(job))
+
+
+@router.get("/", response={200: Page[JobOut], **errors(403)}, summary="List jobs, newest first")
+def list_jobs(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
+              limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
+    user = caller(request)
+    if all and not user.is_lab_admin:
+        raise ApiError("Only lab admins can list everyone's jobs (?all=1).", 403, "all")
+    listed = visible_jobs(user)
+    return paged(request, listed if all else listed.filter(user=user), described, limit, offset)
+
+
+def new_job(user, payload: JobIn) -> Job:
+    job = Job(kind=payload.kind, user=user)
+    if payload.kind == JobKind.CHAT:
+        if payload.messages is None:
+            raise ApiError("messages: a chat needs a non-empty list of {role, content} objects.", field="messages")
+        job.messages = [{"role": inputs.ROLES[m.role], "content": m.content} for m in payload.messages]
+    else:
+        if payload.prompt is None:
+            raise ApiError("prompt: a completion needs a prompt (a string).", field="prompt")
+        job.prompt = payload.prompt
+    job.deployment = chosen_deployment(payload.deployment)
+    try:
+        job.params = params.validate(payload.params or {}, max_tokens_limit=job.deployment.ctx).as_dict()
     except params.ParamError as exc:
-        raise InputError(str(exc), f"params.{exc.param}" if exc.param else "params") from None
+        raise ApiError(str(exc), field=f"params.{exc.param}" if exc.param else "params") from None
     return job
 
 
-def chosen_deployment(value) -> Deployment:
-    if value is None:
-        return inputs.deployment_for(None)
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InputError("deployment must be a deployment's id (a whole number).", "deployment")
-    deployment = Deployment.objects.filter(pk=value).first()
-    if deployment is None:
-        raise InputError(f"There is no deployment {value}.", "deployment", status=404)
+def chosen_deployment(pk: int | None) -> Deployment:
     try:
+        if pk is None:
+            return inputs.deployment_for(None)
+        deployment = Deployment.objects.filter(pk=pk).first() if 0 < pk < 2**63 else None
+        if deployment is None:
+            raise ApiError(f"There is no deployment {pk}.", 404, "deployment")
         queueing.check_deployment(deployment)
+        return deployment
+    except InputError as exc:
+        raise ApiError(str(exc), exc.status, "deployment") from None
     except queueing.QueueError as exc:
-        raise InputError(str(exc), "deployment", status=409) from None
-    return deployment
+        raise ApiError(str(exc), 409, "deployment") from None
 
 
 def own_job(request: HttpRequest, pk: int) -> Job:
-    job = visible_jobs(request.user).filter(pk=pk).first()
+    job = visible_jobs(caller(request)).filter(pk=pk).first() if 0 < pk < 2**63 else None
     if job is None:
-        raise InputError(f"There is no job {pk} of yours.", status=404)  # others' ids are not confirmed
+        raise ApiError(f"There is no job {pk} of yours.", 404)  # others' ids are not confirmed
     return job
 
 
-@endpoint("GET")
-def job_detail(request: HttpRequest, pk: int) -> JsonResponse:
+@router.get("/{int:pk}/", response={200: JobDetail, **errors(404)}, summary="A job: status, output, timings")
+def job_detail(request: HttpRequest, pk: int):
     job = own_job(request, pk)
-    return JsonResponse({**described(job), "messages": job.messages, "prompt": job.prompt, "params": job.params})
+    return {**described(job), "messages": job.messages, "prompt": job.prompt, "params": job.params}
 
 
-@endpoint("POST")
-def job_cancel(request: HttpRequest, pk: int) -> JsonResponse:
+@router.post("/{int:pk}/cancel/", response={200: JobOut, **errors(404, 409)}, summary="Cancel a job")
+def job_cancel(request: HttpRequest, pk: int):
     job = own_job(request, pk)
     if job.is_finished:
-        return problem(f"Job {pk} has already {job.status}.", 409)
+        raise ApiError(f"Job {pk} has already {job.status}.", 409)
     queueing.cancel(job)
     job.refresh_from_db()
-    return JsonResponse(described(job))
+    return described(job)
 
-
-def deployment_summary(deployment: Deployment) -> dict:
-    plan = deployment.plan or {}
-    return {"id": deployment.pk, "model": deployment.model.name, "model_ids": inputs.model_ids(deployment),
-            "status": deployment.status, "ctx": deployment.ctx, "slots": deployment.slots,
-            "is_default": deployment.is_default,
-            "created": deployment.created.isoformat(),
-            "plan": {"mode": plan.get("mode"), "tokens_per_second": plan.get("tokens_per_second"),
-                     "bottleneck": plan.get("bottleneck"),
-                     "stages": [{"machine": s["machine"], "first_layer": s["first"], "layers": s["count"]}
-                                for s in plan.get("stages", [])]}}
-
-
-@endpoint("GET")
-def deployments(request: HttpRequest) -> JsonResponse:
-    listed = Deployment.objects.select_related("model").order_by("-is_default", "-created")
-    return page(request, listed, deployment_summary)
-
-
-def node_summary(node) -> dict:
-    from nodes import metrics
-
-    latest = (metrics.recent(node.pk, 1) or [None])[-1]
-    return {"name": node.name, "host": node.host, "status": node.status, "status_detail": node.status_detail,
-            "usable_memory": node.usable_bytes(), "last_seen": node.last_seen and node.last_seen.isoformat(),
-            "metrics": latest}
-
-
-@endpoint("GET")
-def nodes(request: HttpRequest) -> JsonResponse:
-    from nodes.models import Node
-
-    if not request.user.is_lab_admin:
-        return problem("Only lab admins can list the laptops.", 403)
-    return page(request, Node.objects.order_by("name"), node_summary)

@@ -79,13 +79,24 @@ def test_it_lets_a_browser_session_use_the_rest_api_but_checks_csrf_on_posts(db,
     assert client.get("/v1/models").status_code == 401, "the OpenAI API takes tokens only"
 
 
-def test_it_revokes_only_the_owners_tokens(db, alice, bob):
-    token = ApiToken.issue(bob, "bob's")[0]
-    client = logged_in(alice)
+def test_a_user_revokes_only_their_own_tokens_and_a_lab_admin_anyones(db, alice, bob):
+    admins = ApiToken.issue(alice, "alice script")[0]
+    bobs = ApiToken.issue(bob, "bob script")[0]
+    client = logged_in(bob)
     client.get("/account/tokens/")
-    answer = client.post(f"/account/tokens/{token.pk}/revoke/",
+    answer = client.post(f"/account/tokens/{admins.pk}/revoke/",
                          {"csrfmiddlewaretoken": client.cookies["csrftoken"].value})
-    assert answer.status_code == 404 and ApiToken.objects.filter(pk=token.pk).exists()
+    assert answer.status_code == 404 and ApiToken.objects.filter(pk=admins.pk).exists()
+    assert "alice script" not in client.get("/account/tokens/").content.decode()
+
+    client = logged_in(alice)
+    page = client.get("/account/tokens/").content.decode()
+    assert "Everyone else&#x27;s tokens" in page or "Everyone else's tokens" in page
+    assert "bob script" in page and "<td>bob</td>" in page
+    csrf = {"csrfmiddlewaretoken": client.cookies["csrftoken"].value}
+    answer = client.post(f"/account/tokens/{bobs.pk}/revoke/", csrf, follow=True)
+    assert "Token “bob script” of bob revoked" in answer.content.decode()
+    assert not ApiToken.objects.filter(pk=bobs.pk).exists()
 
 
 def test_the_nav_links_the_tokens_page(db, bob):

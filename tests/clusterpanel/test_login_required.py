@@ -6,7 +6,8 @@ import urllib.request
 import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
-PUBLIC = {"login", "healthz", "admin-login", "favicon"}  # favicon: a redirect to a static file
+PUBLIC = {"login", "healthz", "admin-login", "favicon",  # favicon: a redirect to a static file
+          "openapi-json", "openapi-view"}  # the REST API's schema and its docs: how to call it, no data
 APIS = ("api/", "v1/")  # for scripts: no login page to send them to, a 401 instead
 
 

@@ -1,0 +1,58 @@
+"""The REST API under /api/: one django-ninja API whose routers live with their apps. Validation, errors and
+the OpenAPI 3.1 schema (/api/schema/) come from the same declarations; /api/docs/ browses it with assets the
+panel serves itself (an offline lab has no CDN)."""
+
+import inspect
+
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
+from django.urls import URLPattern
+from ninja import NinjaAPI
+
+from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, problem
+from clusterpanel.token_api import router as tokens
+from jobs.api.views import router as jobs
+from models_app.api import router as deployments
+from nodes.api import router as nodes
+
+api = NinjaAPI(
+    title="clusterpanel", version="1", urls_namespace="api", auth=PanelAuth(), parser=SafeParser(),
+    openapi_url="/schema/", docs_url="/docs/",
+    description="Everything the panel's pages do, for scripts. Authenticate with `Authorization: Bearer "
+                "<token>` (tokens at /account/tokens/). Errors are `{\"error\": sentence, \"field\": name or "
+                "null}`; see docs/api.md.")
+install_error_handlers(api)
+api.add_router("/jobs/", jobs, tags=["jobs"])
+api.add_router("/deployments/", deployments, tags=["deployments"])
+api.add_router("/nodes/", nodes, tags=["laptops"])
+api.add_router("/tokens/", tokens, tags=["tokens"])
+
+
+def in_our_shape(response: HttpResponse) -> HttpResponse:
+    if not isinstance(response, HttpResponseNotAllowed):
+        return response
+    allowed = response["Allow"]
+    refused = problem(f"Use {allowed.replace(', ', ' or ')}.", 405)
+    refused["Allow"] = allowed
+    return refused
+
+
+def scripts_door(view):
+    """A script's door: no login redirect (the API answers 401 itself), and a wrong method answered in the
+    API's error shape."""
+    if inspect.iscoroutinefunction(view):
+        async def door(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            return in_our_shape(await view(request, *args, **kwargs))
+    else:
+        def door(request: HttpRequest, *args, **kwargs) -> HttpResponse:
+            return in_our_shape(view(request, *args, **kwargs))
+
+    door.login_required = False
+    door.csrf_exempt = True  # a token needs no CSRF check; a session's is made by PanelAuth
+    return door
+
+
+def urlpatterns() -> list[URLPattern]:
+    patterns, *_ = api.urls
+    for pattern in patterns:
+        pattern.callback = scripts_door(pattern.callback)
+    return patterns

@@ -1,0 +1,165 @@
+"""What every router of the REST API (/api/, django-ninja) shares: who is calling, errors in one shape, pages
+of lists, and a JSON parser that refuses what would crash the standard one.
+
+Errors are always `{"error": "<sentence>", "field": "<field or null>"}` (docs/api.md): a pydantic validation
+error names its field the way a script wrote it (`messages[0].role`, `params.temperature`).
+"""
+
+import json
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from django.core.exceptions import RequestDataTooBig
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.http.request import RawPostDataException
+from ninja import NinjaAPI, Schema
+from ninja.errors import AuthenticationError, HttpError, ValidationError
+from ninja.parser import Parser
+from pydantic import ConfigDict
+
+from clusterpanel import apiauth
+from clusterpanel.models import User
+
+T = TypeVar("T")
+MAX_LIMIT, DEFAULT_LIMIT = 200, 50
+
+
+class ApiError(Exception):
+    """Refuse a request: `message` in plain words, the `field` at fault if one is."""
+
+    def __init__(self, message: str, status: int = 400, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.field = status, field
+
+
+class Input(Schema):
+    """A request body: JSON types as declared (no "1" for 1, no "yes" for true), and no field it does not take
+    (a typo must not pass silently)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class Error(Schema):
+    error: str
+    field: str | None = None
+
+
+def errors(*statuses: int) -> dict[int, type[Error]]:
+    """The error answers an operation documents, besides 400 and 401 which every one may give."""
+    return {status: Error for status in (400, 401, *statuses)}
+
+
+class Page(Schema, Generic[T]):
+    count: int
+    limit: int
+    offset: int
+    next: str | None
+    results: list[T]
+
+
+def paged(request: HttpRequest, queryset, describe: Callable[[Any], Any], limit: int, offset: int) -> dict:
+    """`?limit=&offset=` over a queryset: {count, limit, offset, next, results}."""
+    count = queryset.count()
+    following = None
+    if offset + limit < count:
+        query = request.GET.copy()
+        query["offset"] = str(offset + limit)
+        following = f"{request.path}?{query.urlencode()}"
+    return {"count": count, "limit": limit, "offset": offset, "next": following,
+            "results": [describe(item) for item in queryset[offset:offset + limit]]}
+
+
+def caller(request: HttpRequest) -> User:
+    return request.auth
+
+
+def admin_only(request: HttpRequest, what: str) -> User:
+    """The caller, if a lab admin (403 saying `what` is theirs otherwise)."""
+    user = caller(request)
+    if not user.is_lab_admin:
+        raise ApiError(f"Only lab admins can {what}.", 403)
+    return user
+
+
+class PanelAuth:
+    """A bearer token (its owner's role, its own limits) or a browser session (CSRF-checked on changes)."""
+
+    def __call__(self, request: HttpRequest) -> User:
+        try:
+            user = apiauth.authenticate(request)
+        except apiauth.Unauthorized as exc:
+            raise ApiError(str(exc), exc.status) from None
+        request.user = user
+        return user
+
+
+class SafeParser(Parser):
+    """JSON bodies as objects; nesting past the interpreter's depth, bad bytes, or a body past the limit are one
+    refusal each, not a 500. NaN and Infinity are left for the fields to refuse, naming themselves."""
+
+    def parse_body(self, request: HttpRequest) -> dict:
+        try:
+            return json.loads(request.body)
+        except RequestDataTooBig:
+            raise ApiError("The request body is too large.", 413) from None
+        except (ValueError, RecursionError, RawPostDataException):
+            raise ApiError("The request body is not valid JSON.") from None
+
+
+def field_of(location: tuple) -> str | None:
+    """pydantic's error location as a script wrote the field: ("body", "payload", "messages", 0, "role") →
+    "messages[0].role", ("query", "limit") → "limit"; None for the body as a whole."""
+    parts = list(location)
+    if parts[:1] == ["body"]:
+        parts = parts[2:]  # the operation's name for its body
+    elif parts[:1] in (["query"], ["path"]):
+        parts = parts[1:]
+    name = ""
+    for part in parts:
+        name += f"[{part}]" if isinstance(part, int) else (f".{part}" if name else str(part))
+    return name or None
+
+
+def sentence(error: dict) -> tuple[str, str | None]:
+    field = field_of(tuple(error.get("loc", ())))
+    message = str(error.get("msg", "is not valid")).removeprefix("Value error, ")
+    if error.get("type") == "extra_forbidden":
+        message = "is not a field this takes (a typo?)"
+    if field is None:
+        return ("The request body must be a JSON object." if error.get("type") in ("missing", "dict_type", "model_type",
+                                                                                   "model_attributes_type")
+                else f"The request body is not valid: {message}."), None
+    return f"{field}: {message[:1].lower()}{message[1:]}".rstrip(".") + ".", field
+
+
+def problem(error: str, status: int = 400, field: str | None = None) -> JsonResponse:
+    return JsonResponse({"error": error, "field": field}, status=status)
+
+
+def install_error_handlers(api: NinjaAPI) -> None:
+    """Every refusal in the one shape; anything unexpected is still a 500 (and a logged traceback)."""
+
+    @api.exception_handler(ApiError)
+    def refused(request: HttpRequest, exc: ApiError) -> HttpResponse:
+        return problem(str(exc), exc.status, exc.field)
+
+    @api.exception_handler(ValidationError)
+    def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+        message, field = sentence(exc.errors[0]) if exc.errors else ("The request is not valid.", None)
+        return problem(message, 400, field)
+
+    @api.exception_handler(HttpError)
+    def http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+        cause = exc.__cause__
+        if isinstance(cause, ApiError):  # the body parser's refusal, wrapped by ninja
+            return problem(str(cause), cause.status, cause.field)
+        return problem(str(exc), exc.status_code)
+
+    @api.exception_handler(AuthenticationError)
+    def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
+        return problem("Authentication required: send `Authorization: Bearer <token>` with a token from "
+                       "/account/tokens/.", 401)
+
+    @api.exception_handler(Http404)
+    def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+        return problem(str(exc) or "Not found.", 404)
