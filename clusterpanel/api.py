@@ -4,8 +4,8 @@ panel serves itself (an offline lab has no CDN)."""
 
 import inspect
 
-from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed
-from django.urls import URLPattern
+from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
+from django.urls import URLPattern, reverse
 from ninja import NinjaAPI
 
 from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, problem
@@ -13,6 +13,7 @@ from clusterpanel.token_api import router as tokens
 from jobs.api.views import router as jobs
 from models_app.api import router as deployments
 from nodes.api import router as nodes
+from nodes.api_actions import router as node_actions
 
 api = NinjaAPI(
     title="clusterpanel", version="1", urls_namespace="api", auth=PanelAuth(), parser=SafeParser(),
@@ -24,6 +25,7 @@ install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
 api.add_router("/deployments/", deployments, tags=["deployments"])
 api.add_router("/nodes/", nodes, tags=["laptops"])
+api.add_router("/nodes/", node_actions, tags=["laptops"])
 api.add_router("/tokens/", tokens, tags=["tokens"])
 
 
@@ -52,7 +54,15 @@ def scripts_door(view):
 
 
 def urlpatterns() -> list[URLPattern]:
-    patterns = [pattern for pattern in api.urls[0] if pattern.name != "api-root"]  # an empty page of ninja's
+    patterns = api.urls[0]
     for pattern in patterns:
-        pattern.callback = scripts_door(pattern.callback)
+        pattern.callback = index if pattern.name == "api-root" else scripts_door(pattern.callback)
     return patterns
+
+
+def index(request: HttpRequest) -> HttpResponse:
+    """/api/ itself: where its description is (ninja's own answers an HTML 404)."""
+    return JsonResponse({"schema": reverse("api:openapi-json"), "docs": reverse("api:openapi-view")})
+
+
+index.login_required = False

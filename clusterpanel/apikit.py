@@ -5,12 +5,16 @@ Errors are always `{"error": "<sentence>", "field": "<field or null>"}` (docs/ap
 error names its field the way a script wrote it (`messages[0].role`, `params.temperature`).
 """
 
+import asyncio
 import json
-from collections.abc import Callable
+import time
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Generic, TypeVar
 
+from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
-from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.core.serializers.json import DjangoJSONEncoder
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.request import RawPostDataException
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -67,6 +71,57 @@ def paged(request: HttpRequest, queryset, describe: Callable[[Any], Any], limit:
         following = f"{request.path}?{query.urlencode()}"
     return {"count": count, "limit": limit, "offset": offset, "next": following,
             "results": [describe(item) for item in queryset[offset:offset + limit]]}
+
+
+async def follow(snapshot: Callable[[], dict | None], finished: Callable[[dict], bool],
+                 every_s: float = 0.5, keep_alive_s: float = 15.0) -> AsyncIterator[dict]:
+    """A long operation's state for Server-Sent Events: sent when it changes (and again every `keep_alive_s`,
+    so an idle connection is not cut by a proxy), until `finished` says it ended or it is gone. The state is
+    read from the database, the record the pages also draw from: it outlives a Redis restart, and a client
+    that reconnects simply gets the current state."""
+    last, sent_at = None, 0.0
+    while True:
+        state = await sync_to_async(snapshot)()
+        if state is None:
+            return
+        if state != last or time.monotonic() - sent_at >= keep_alive_s:
+            yield state
+            last, sent_at = state, time.monotonic()
+        if finished(state):
+            return
+        await asyncio.sleep(every_s)
+
+
+def event_stream(states: AsyncIterator[dict]) -> StreamingHttpResponse:
+    """Server-Sent Events, one `data: <JSON>` per state, unbuffered by proxies."""
+    async def chunks() -> AsyncIterator[str]:
+        async for state in states:
+            yield f"data: {json.dumps(state, cls=DjangoJSONEncoder)}\n\n"
+
+    response = StreamingHttpResponse(chunks(), content_type="text/event-stream")
+    response["Cache-Control"], response["X-Accel-Buffering"] = "no-cache", "no"
+    return response
+
+
+def described_as_events(schema: type[Schema]) -> dict:
+    """An operation's OpenAPI entry for an answer of Server-Sent Events carrying `schema`."""
+    return {"responses": {"200": {
+        "description": f"Server-Sent Events: `data: <{schema.__name__} as JSON>` whenever it changes (and every "
+                       "15 s), until it ends; then the stream closes.",
+        "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}
+
+
+def existing(pk: int, what: str) -> int:
+    """`pk` if a database could hold it (a larger one is a 404 here, not an overflow there)."""
+    if not 0 < pk < 2**63:
+        raise ApiError(f"There is no {what} {pk}.", 404)
+    return pk
+
+
+def form_refusal(form) -> ApiError:
+    """A Django form's first error (the pages' own validation) as the API's refusal."""
+    field, messages = next(iter(form.errors.items()))
+    return ApiError(" ".join(messages), 400, None if field == "__all__" else field)
 
 
 def caller(request: HttpRequest) -> User:

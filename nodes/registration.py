@@ -29,6 +29,21 @@ def install_panel_key(host: str, port: int, username: str, host_key: str, passwo
         raise RegistrationError(f"Could not add the panel's key to ~/.ssh/authorized_keys: {result.stderr.strip()}")
 
 
+class NotConfirmed(RegistrationError):
+    pass
+
+
+def confirmed_host_key(host: str, port: int, fingerprint: str) -> str:
+    """The laptop's host key now, if it is the one whose fingerprint the admin confirmed (a script's second
+    step, as the browser's confirmation page is). SSHError if the laptop does not answer."""
+    key = ssh.host_key_of(host, port)
+    presented = ssh.fingerprint(key)
+    if presented != (fingerprint or "").strip():
+        raise NotConfirmed(f"{host}:{port} presents the host key {presented}, not the one confirmed "
+                           f"({fingerprint or 'none'}). Check that it is the laptop you mean, then confirm it.")
+    return key
+
+
 def check_login(node: Node) -> None:
     """Log in with the node's key and run one command; raises RegistrationError in plain words."""
     target = node.ssh_target()
@@ -54,7 +69,7 @@ def check_fields(node: Node, exclude: tuple[str, ...] = ()) -> None:
 
 
 @sensitive_variables("password")
-def register(node: Node, password: str | None = None, probe: bool = True) -> Node:
+def register(node: Node, password: str | None = None, probe: bool = True, user=None) -> Node:
     """Save `node` (host key already confirmed by an admin) once the panel can log in; nothing is saved otherwise."""
     check_fields(node)
     if password:
@@ -68,5 +83,5 @@ def register(node: Node, password: str | None = None, probe: bool = True) -> Nod
         if probe:
             from nodes.tasks import enqueue
 
-            enqueue(node, ActionKind.PROBE)
+            enqueue(node, ActionKind.PROBE, user)
     return node

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from nodes import metrics, rpcserver, ssh, upkeep
+from nodes import metrics, rpcserver, serving, ssh, upkeep
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
@@ -171,38 +171,24 @@ def rpc_server(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     raw = request.POST.get("port", "50052")
     port = int(raw) if whole_number(raw) else 0
-    if not 1024 <= port <= 65535:
-        messages.error(request, "The rpc-server port must be a number from 1024 to 65535.")
+    state = request.POST.get("state") or "stop"
+    try:
+        serving.check_port(port)
+    except serving.ServingError as exc:
+        messages.error(request, str(exc))
         return redirect("nodes:detail", name=name)
-    state = request.POST.get("state")
     if state in ("stop", "restart") and request.POST.get("confirmed") != "1":
         return confirm.ask(request, f"{state.capitalize()} the rpc-server on {node.name}:{port}?",
-                           server_consequences(node, port, state), state.capitalize(),
+                           serving.consequences(node, port, state), state.capitalize(),
                            reverse("nodes:detail", args=[name]),
                            carry=[("port", str(port)), ("state", state), ("confirmed", "1")])
-    wanted = state in ("start", "restart")
-    server, _ = RpcServer.objects.get_or_create(node=node, port=port, defaults={"wanted": wanted})
-    RpcServer.objects.filter(pk=server.pk).update(wanted=wanted, next_try_at=None, failures=0,
-                                                  restart_requested=state == "restart")
-    messages.success(request, f"rpc-server on port {port} will {state or 'stop'} within seconds.")
+    try:
+        serving.want(node, port, state)
+    except serving.ServingError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"rpc-server on port {port} will {state} within seconds.")
     return redirect("nodes:detail", name=name)
-
-
-def server_consequences(node: Node, port: int, state: str) -> list[str]:
-    """What stopping or restarting a server ends: the deployment whose layers it holds, and its jobs."""
-    server = RpcServer.objects.filter(node=node, port=port).first()
-    stage = getattr(server, "stage", None) if server else None
-    deployment = stage.deployment if stage else None
-    if deployment is None or not deployment.is_active:
-        return [f"No running deployment uses it; it {'stops' if state == 'stop' else 'restarts'} within seconds."]
-    from models_app.removal import in_flight
-
-    losing = (f"{deployment} loses layers {stage.first_layer}–{stage.first_layer + stage.layer_count - 1}"
-              if stage.layer_count else f"{deployment} loses a stage")
-    return [f"{losing}: it has {in_flight(deployment)}; they fail naming {node.name} and are retried once "
-            "after the deployment re-plans.",
-            "Restarting brings the server back at once; the deployment then re-plans with it."
-            if state == "restart" else "Stopped, it stays off until started again here."]
 
 
 @lab_admin_required
