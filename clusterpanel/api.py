@@ -11,7 +11,8 @@ from ninja import NinjaAPI
 from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, problem
 from clusterpanel.token_api import router as tokens
 from jobs.api.views import router as jobs
-from models_app.api import router as deployments
+from models_app.api import models, plans
+from models_app.api_deployments import router as deployments
 from nodes.api import router as nodes
 from nodes.api_actions import router as node_actions
 
@@ -23,6 +24,8 @@ api = NinjaAPI(
                 "null}`; see docs/api.md.")
 install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
+api.add_router("/models/", models, tags=["models"])
+api.add_router("/plans/", plans, tags=["plans"])
 api.add_router("/deployments/", deployments, tags=["deployments"])
 api.add_router("/nodes/", nodes, tags=["laptops"])
 api.add_router("/nodes/", node_actions, tags=["laptops"])

@@ -216,11 +216,15 @@ def remove_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 @lab_admin_required
 @require_POST
 def verify_deployment(request: HttpRequest, pk: int) -> HttpResponse:
-    from jobs import messages as job_messages
+    from jobs.engine import verify
 
-    deployment = get_object_or_404(Deployment, pk=pk)
-    job_messages.verify_deployment(deployment.pk, request.user.pk)
-    messages.success(request, "Verifying: the same prompt runs here and on the head alone; the result shows below.")
+    try:
+        verify.ask(get_object_or_404(Deployment, pk=pk), request.user)
+    except verify.NotVerifiable as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Verifying: the same prompt runs here and on the head alone; the result shows "
+                                  "below.")
     return redirect("models:deployment", pk=pk)
 
 

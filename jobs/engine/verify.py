@@ -23,6 +23,21 @@ GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, 
           "alone": True}  # by itself (jobs/engine/serve.py): beside others, batched arithmetic may part from the head
 
 
+class NotVerifiable(ValueError):
+    pass
+
+
+def ask(deployment: Deployment, user=None) -> None:
+    """Verify it in a worker (the page's button and the API): refused unless it takes jobs."""
+    if deployment.status not in queueing.USABLE:
+        raise NotVerifiable(f"Only a ready deployment can be verified; this one is "
+                            f"{deployment.get_status_display().lower()}.")
+    save(deployment, {"started": timezone.now().isoformat(), "result": "running"})
+    from jobs import messages
+
+    messages.verify_deployment(deployment.pk, user.pk if user else None)
+
+
 def verify(deployment: Deployment, user=None, within: float = 600) -> dict:
     report = {"started": timezone.now().isoformat(), "prompt": PROMPT[0]["content"], "tokens": TOKENS}
     save(deployment, {**report, "result": "running"})
