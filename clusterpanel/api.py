@@ -10,6 +10,7 @@ from ninja import NinjaAPI
 
 from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, problem
 from clusterpanel.token_api import router as tokens
+from jobs.api.batches import router as batches
 from jobs.api.views import router as jobs
 from models_app.api import models, plans
 from models_app.api_deployments import router as deployments
@@ -24,6 +25,7 @@ api = NinjaAPI(
                 "null}`; see docs/api.md.")
 install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
+api.add_router("/batches/", batches, tags=["batches"])
 api.add_router("/models/", models, tags=["models"])
 api.add_router("/plans/", plans, tags=["plans"])
 api.add_router("/deployments/", deployments, tags=["deployments"])

@@ -167,7 +167,7 @@ def field_of(location: tuple) -> str | None:
     parts = list(location)
     if parts[:1] == ["body"]:
         parts = parts[2:]  # the operation's name for its body
-    elif parts[:1] in (["query"], ["path"]):
+    elif parts[:1] in (["query"], ["path"], ["form"], ["file"], ["header"], ["cookie"]):
         parts = parts[1:]
     name = ""
     for part in parts:

@@ -12,6 +12,7 @@ import re
 from dataclasses import dataclass
 
 from django.db.models import Sum
+from django.http import HttpResponse
 
 from jobs.batch.batches import last_attempts
 from jobs.models import Batch, Job, JobStatus
@@ -115,3 +116,14 @@ def csv_row(row: Row) -> dict:
 
 def rounded(value: float | None) -> float | None:
     return None if value is None else round(value, 3)
+
+
+def download(batch: Batch, kind: str) -> HttpResponse:
+    """The results as a file to save: `kind` jsonl (OpenAI's batch output lines) or csv."""
+    if kind == "jsonl":
+        body, content_type = as_jsonl(batch), "application/jsonl"
+    else:
+        body, content_type = as_csv(batch), "text/csv"
+    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="batch-{batch.pk}-results.{kind}"'
+    return response

@@ -82,11 +82,4 @@ def delete_batch(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def download(request: HttpRequest, pk: int, kind: str) -> HttpResponse:
-    batch = batch_for(request, pk)
-    if kind == "jsonl":
-        body, content_type = output.as_jsonl(batch), "application/jsonl"
-    else:
-        body, content_type = output.as_csv(batch), "text/csv"
-    response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="batch-{batch.pk}-results.{kind}"'
-    return response
+    return output.download(batch_for(request, pk), kind)
