@@ -5,6 +5,8 @@ and the engine claims a job atomically before running it, so a message delivered
 twice runs nothing twice and a message lost is found again (jobs/queue/queueing.py).
 """
 
+import secrets
+
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
@@ -55,9 +57,40 @@ class Batch(models.Model):
     rejected = models.JSONField(default=list, blank=True)  # [{"line": n, "reason": "..."}]
     created = models.DateTimeField(auto_now_add=True)
     cancelled = models.DateTimeField(null=True, blank=True)  # "cancel remaining": no item starts, or is retried, after
+    # As OpenAI's Batches API knows it (jobs/api/openai_batches.py); a batch made on the page has them too.
+    endpoint = models.CharField(max_length=40, default="/v1/chat/completions")
+    input_file_id = models.CharField(max_length=40, blank=True, help_text="The ApiFile it was made from.")
+    metadata = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created"]
+
+
+def new_file_id() -> str:
+    return f"file-{secrets.token_hex(12)}"
+
+
+class ApiFile(models.Model):
+    """A file as OpenAI's Files API knows it: a batch's input (sent by a script, or with a batch on the page),
+    or a finished batch's output or errors, written once it has finished."""
+
+    public_id = models.CharField(max_length=40, unique=True, default=new_file_id)
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="api_files")
+    purpose = models.CharField(max_length=20)  # "batch" (an input) or "batch_output"
+    filename = models.CharField(max_length=200)
+    content = models.BinaryField()
+    size = models.BigIntegerField()
+    batch = models.ForeignKey(Batch, null=True, blank=True, on_delete=models.CASCADE, related_name="files")
+    kind = models.CharField(max_length=10, blank=True)  # a batch's "output" or "error" file
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["-created", "-pk"]
+        constraints = [models.UniqueConstraint(fields=["batch", "kind"], condition=models.Q(batch__isnull=False),
+                                               name="one_file_of_each_kind_per_batch")]
+
+    def __str__(self) -> str:
+        return self.public_id
 
 
 class Job(models.Model):
@@ -120,6 +153,12 @@ class Job(models.Model):
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
         }
+
+    @property
+    def is_completion(self) -> bool:
+        """A prompt to continue (/v1/completions, or such a batch line) rather than a chat."""
+        return self.kind == JobKind.COMPLETION or (self.kind == JobKind.BATCH_ITEM and bool(self.prompt)
+                                                   and not self.messages)
 
     def summary(self) -> dict:
         return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,

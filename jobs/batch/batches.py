@@ -11,9 +11,9 @@ from django.db.models import Count
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
-from jobs.batch import batchfile
+from jobs.batch import batchfile, files
 from jobs.batch.batchfile import Parsed
-from jobs.models import Batch, Job, JobKind, JobStatus
+from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
 from models_app.models import Deployment
 
@@ -24,25 +24,44 @@ def group(batch_id: int) -> str:
     return f"batch_{batch_id}"
 
 
-def from_file(user, deployment: Deployment, name: str, data: bytes) -> Batch:
-    """A batch of the file's good lines; FileRefused (with the rejected lines) when it has none."""
+def from_file(user, deployment: Deployment, name: str, data: bytes, input_file: ApiFile | None = None,
+              endpoint: str | None = None, metadata: dict | None = None) -> Batch:
+    """A batch of the file's good lines; FileRefused (with the rejected lines) when it has none. The file is kept
+    as the batch's input file (OpenAI's Files API shows it), or is `input_file` already; `endpoint`, when given,
+    is the one every line must name."""
     parsed = batchfile.parse(name, data, settings.BATCH_MAX_LINES, max_tokens_limit=deployment.ctx)
+    if endpoint:
+        for request in [r for r in parsed.requests if r.url != endpoint]:
+            parsed.requests.remove(request)
+            parsed.reject(request.line, f"url must be {endpoint!r}, the batch's endpoint.", request.custom_id)
+        parsed.rejected.sort(key=lambda bad: bad["line"])
     if not parsed.requests:
         raise batchfile.FileRefused(f"No line of the file can run ({len(parsed.rejected)} rejected); "
                                     "nothing was queued. Fix the lines below and upload it again.", parsed.rejected)
-    return create(user, deployment, name, parsed)
+    stored = input_file is None
+    input_file = input_file or files.store(user, name, data)
+    try:
+        return create(user, deployment, name, parsed, input_file.public_id, metadata or {})
+    except Exception:  # all or nothing: the file kept for the batch goes with it
+        if stored:
+            input_file.delete()
+        raise
 
 
-def create(user, deployment: Deployment, name: str, parsed: Parsed) -> Batch:
+def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_id: str = "",
+           metadata: dict | None = None) -> Batch:
     """The batch and a queued job per good line, all or nothing; the engine is woken once they are committed."""
     queueing.check_deployment(deployment)
     try:
         with transaction.atomic():
             batch = Batch.objects.create(user=user, deployment=deployment, name=name[:200],
-                                         input_format=parsed.format, rejected=parsed.rejected)
+                                         input_format=parsed.format, rejected=parsed.rejected,
+                                         endpoint=parsed.requests[0].url, input_file_id=input_file_id,
+                                         metadata=metadata or {})
             queueing.submit_many([
                 Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, batch=batch, line=request.line,
-                    custom_id=request.custom_id, messages=request.messages, params=request.params)
+                    custom_id=request.custom_id, messages=request.messages, prompt=request.prompt,
+                    params=request.params)
                 for request in parsed.requests])
     except queueing.QueueDown as exc:  # committed, but the engine could not be told: all or nothing still
         batch.delete()

@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 from jobs.params import NOT_TEXT, ParamError, unicode_text, validate
 
 CHAT_URL = "/v1/chat/completions"
+COMPLETIONS_URL = "/v1/completions"
+ENDPOINTS = (CHAT_URL, COMPLETIONS_URL)
 LINE_KEYS = {"custom_id", "method", "url", "body"}
 ROLES = {"system", "user", "assistant", "developer"}  # "developer" is OpenAI's newer name for system
 IGNORED_BODY = {"model", "user"}  # every line runs on the deployment chosen on the page
@@ -39,6 +41,8 @@ class Request:
     custom_id: str
     messages: list[dict]
     params: dict
+    prompt: str = ""  # a /v1/completions line's, instead of messages
+    url: str = CHAT_URL
 
 
 @dataclass
@@ -110,6 +114,9 @@ def parse_jsonl(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Pa
             custom_id = entry.get("custom_id") if isinstance(entry.get("custom_id"), str) else ""
             custom_id = custom_id if unicode_text(custom_id) else ""  # it is shown and exported: text only
             request = openai_request(number, entry, seen, max_tokens_limit)
+            if parsed.requests and request.url != parsed.requests[0].url:
+                raise LineError(f"url must be {parsed.requests[0].url!r}, as on line {parsed.requests[0].line}: "
+                                "every line of a batch uses the same endpoint.")
         except LineError as exc:
             parsed.reject(number, str(exc), custom_id)
             continue
@@ -142,12 +149,26 @@ def openai_request(number: int, entry: dict, seen: dict[str, int], max_tokens_li
     custom_id = check_custom_id(entry.get("custom_id"), seen)
     if entry.get("method") != "POST":
         raise LineError(f"method must be \"POST\", not {shown(entry.get('method'))}.")
-    if entry.get("url") != CHAT_URL:
-        raise LineError(f"url must be \"{CHAT_URL}\" (the only endpoint a batch runs), not {shown(entry.get('url'))}.")
+    url = entry.get("url")
+    if url not in ENDPOINTS:
+        raise LineError(f"url must be \"{CHAT_URL}\" or \"{COMPLETIONS_URL}\", not {shown(url)}.")
     body = entry.get("body")
     if not isinstance(body, dict):
-        raise LineError("body is missing: it must be an object with messages.")
+        raise LineError(f"body is missing: it must be an object with {'messages' if url == CHAT_URL else 'a prompt'}.")
+    if url == COMPLETIONS_URL:
+        return Request(number, custom_id, [], body_params(body, max_tokens_limit, "prompt"),
+                       prompt=completion_prompt(body.get("prompt")), url=url)
     return Request(number, custom_id, chat_messages(body.get("messages")), body_params(body, max_tokens_limit))
+
+
+def completion_prompt(value) -> str:
+    if isinstance(value, list) and len(value) == 1:
+        value = value[0]  # OpenAI clients may send one prompt as a one-item list
+    if not isinstance(value, str) or not value.strip():
+        raise LineError("body.prompt must be a string with text (one prompt per line).")
+    if not unicode_text(value):
+        raise LineError(BROKEN_TEXT.format(what="body.prompt"))
+    return value
 
 
 def chat_messages(value) -> list[dict]:
@@ -181,8 +202,8 @@ def message_text(where: str, content) -> str:
     raise LineError(f"{where}.content must be text (a string, or a list of {{\"type\": \"text\"}} parts).")
 
 
-def body_params(body: dict, max_tokens_limit: int | None) -> dict:
-    raw = {k: v for k, v in body.items() if k not in IGNORED_BODY and k != "messages"}
+def body_params(body: dict, max_tokens_limit: int | None, text: str = "messages") -> dict:
+    raw = {k: v for k, v in body.items() if k not in IGNORED_BODY and k != text}
     if raw.get("n", 1) != 1:
         raise LineError("n must be 1: a batch line gives one answer.")
     if raw.get("stream", False) is not False:

@@ -45,9 +45,14 @@ def rows(batch: Batch) -> list[Row]:
     return sorted(found, key=lambda row: row.line)
 
 
-def as_jsonl(batch: Batch) -> str:
+def openai_lines(batch: Batch) -> list[dict]:
+    """OpenAI's batch output line of every input line, in file order."""
     model = batch.deployment.model.name if batch.deployment else "removed-deployment"
-    return "".join(json.dumps(openai_row(batch, row, model)) + "\n" for row in rows(batch))
+    return [openai_row(batch, row, model) for row in rows(batch)]
+
+
+def as_jsonl(batch: Batch) -> str:
+    return "".join(json.dumps(line) + "\n" for line in openai_lines(batch))
 
 
 def openai_row(batch: Batch, row: Row, model: str) -> dict:
@@ -72,13 +77,20 @@ def error_response(status: int, kind: str, message: str, request_id: str | None)
 
 
 def completion(job: Job, model: str) -> dict:
+    """The body /v1/chat/completions (or, for a prompt line, /v1/completions) would have answered."""
     prompt, generated = job.prompt_tokens or 0, job.completion_tokens or 0
+    usage = {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated,
+             "prompt_tokens_details": {"cached_tokens": job.cached_tokens}}
+    finish = job.finish_reason or "stop"
+    if job.prompt and not job.messages:
+        return {"id": f"cmpl-{job.pk}", "object": "text_completion", "created": int(job.finished.timestamp()),
+                "model": model, "choices": [{"index": 0, "text": job.output, "logprobs": None,
+                                             "finish_reason": finish}], "usage": usage}
     return {"id": f"chatcmpl-{job.pk}", "object": "chat.completion", "created": int(job.finished.timestamp()),
             "model": model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": job.output},
-                         "logprobs": None, "finish_reason": job.finish_reason or "stop"}],
-            "usage": {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated,
-                      "prompt_tokens_details": {"cached_tokens": job.cached_tokens}}}
+                         "logprobs": None, "finish_reason": finish}],
+            "usage": usage}
 
 
 def as_csv(batch: Batch) -> str:

@@ -18,7 +18,7 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from jobs.engine.model import Engine, EngineError
 from jobs.engine.sequences import Outcome, Work
-from jobs.models import Job, JobKind, JobStatus
+from jobs.models import Job, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment, DeploymentStatus
 
@@ -114,7 +114,7 @@ def start(job: Job, engine: Engine) -> Work:
 
 
 def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[int], list[str], int]:
-    if job.kind == JobKind.COMPLETION:
+    if job.is_completion:
         return engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), [], 0
     if job.conversation_id:
         # A conversation on the chat page goes on however long it gets: what no longer fits is left out (and

@@ -1,0 +1,70 @@
+"""Files as OpenAI's Files API knows them: a batch's input, kept as sent, and a finished batch's output and
+error files, written once from its results (OpenAI's shapes: a line per request, successes in the output
+file, everything else in the error file)."""
+
+import json
+
+from django.conf import settings
+from django.db import IntegrityError, transaction
+from django.template.defaultfilters import filesizeformat
+
+from jobs.models import ApiFile, Batch
+
+PURPOSES = ("batch",)  # what a script may upload: batch input files
+
+
+class FileError(ValueError):
+    def __init__(self, message: str, param: str | None = None, status: int = 400) -> None:
+        super().__init__(message)
+        self.param, self.status = param, status
+
+
+def store(user, filename: str, data: bytes, purpose: str = "batch") -> ApiFile:
+    if purpose not in PURPOSES:
+        raise FileError(f"purpose must be \"batch\": the panel keeps files for batches only, not {purpose!r}.",
+                        "purpose")
+    if len(data) > settings.BATCH_MAX_BYTES:
+        raise FileError(f"The file is {filesizeformat(len(data))}; a batch file may be at most "
+                        f"{filesizeformat(settings.BATCH_MAX_BYTES)}.", "file", 413)
+    name = "".join(c for c in (filename or "batch.jsonl") if c.isprintable())[:200] or "batch.jsonl"
+    return ApiFile.objects.create(user=user, purpose=purpose, filename=name, content=data, size=len(data))
+
+
+def visible(user):
+    """A person's files; a lab admin's, everyone's (as batches are)."""
+    files = ApiFile.objects.defer("content")
+    return files if user.is_lab_admin else files.filter(user=user)
+
+
+def find(user, public_id) -> ApiFile:
+    found = visible(user).filter(public_id=public_id).first() if isinstance(public_id, str) else None
+    if found is None:
+        raise FileError(f"No such File object: {public_id}", "file_id", 404)  # others' ids are not confirmed
+    return found
+
+
+def outputs(batch: Batch, finished: bool) -> dict[str, ApiFile]:
+    """The batch's output and error files, written the first time it is seen finished; {} before."""
+    made = {f.kind: f for f in batch.files.defer("content")}
+    if not finished or made:
+        return made
+    from jobs.batch import output
+
+    lines = output.openai_lines(batch)
+    ok = [line for line in lines if (line.get("response") or {}).get("status_code") == 200]
+    failed = [line for line in lines if line not in ok]
+    try:
+        with transaction.atomic():
+            for kind, chosen in (("output", ok), ("error", failed)):
+                if chosen or kind == "output":
+                    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in chosen).encode()
+                    made[kind] = ApiFile.objects.create(
+                        user=batch.user, purpose="batch_output", filename=f"batch_{batch.pk}_{kind}.jsonl",
+                        content=data, size=len(data), batch=batch, kind=kind)
+    except IntegrityError:  # another request wrote them first
+        return {f.kind: f for f in batch.files.defer("content")}
+    return made
+
+
+def content(file: ApiFile) -> bytes:
+    return bytes(ApiFile.objects.values_list("content", flat=True).get(pk=file.pk))
