@@ -2,10 +2,16 @@
 
 from django.urls import path
 
-from jobs.api import openai_views
+from jobs.api import openai_batches, openai_views
 
 urlpatterns = [
     path("models", openai_views.models, name="openai-models"),
     path("chat/completions", openai_views.chat_completions, name="openai-chat"),
     path("completions", openai_views.completions, name="openai-completions"),
+    path("files", openai_batches.file_list, name="openai-files"),
+    path("files/<str:file_id>", openai_batches.file_detail, name="openai-file"),
+    path("files/<str:file_id>/content", openai_batches.file_content, name="openai-file-content"),
+    path("batches", openai_batches.batch_list, name="openai-batches"),
+    path("batches/<str:batch_id>", openai_batches.batch_detail, name="openai-batch"),
+    path("batches/<str:batch_id>/cancel", openai_batches.batch_cancel, name="openai-batch-cancel"),
 ]
