@@ -15,7 +15,7 @@ from clusterpanel import apiauth
 from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_views import refused
-from jobs.batch import batches, files
+from jobs.batch import batches, files, output
 from jobs.batch.batchfile import ENDPOINTS, FileRefused
 from jobs.batch.files import FileError
 from jobs.models import ApiFile, Batch
@@ -113,7 +113,7 @@ def status_of(batch: Batch, counts: dict) -> str:
 
 def batch_object(batch: Batch) -> dict:
     counts = batches.counts(batch)
-    made = files.outputs(batch, counts["finished"])
+    made = output.openai_files(batch, counts["finished"])
     last_end = batch.items.exclude(finished=None).order_by("-finished").values_list("finished", flat=True).first()
     status = status_of(batch, counts)
 

@@ -1,14 +1,10 @@
 """Files as OpenAI's Files API knows them: a batch's input, kept as sent, and a finished batch's output and
-error files, written once from its results (OpenAI's shapes: a line per request, successes in the output
-file, everything else in the error file)."""
-
-import json
+error files (written by jobs/batch/output.py)."""
 
 from django.conf import settings
-from django.db import IntegrityError, transaction
 from django.template.defaultfilters import filesizeformat
 
-from jobs.models import ApiFile, Batch
+from jobs.models import ApiFile
 
 PURPOSES = ("batch",)  # what a script may upload: batch input files
 
@@ -41,29 +37,6 @@ def find(user, public_id) -> ApiFile:
     if found is None:
         raise FileError(f"No such File object: {public_id}", "file_id", 404)  # others' ids are not confirmed
     return found
-
-
-def outputs(batch: Batch, finished: bool) -> dict[str, ApiFile]:
-    """The batch's output and error files, written the first time it is seen finished; {} before."""
-    made = {f.kind: f for f in batch.files.defer("content")}
-    if not finished or made:
-        return made
-    from jobs.batch import output
-
-    lines = output.openai_lines(batch)
-    ok = [line for line in lines if (line.get("response") or {}).get("status_code") == 200]
-    failed = [line for line in lines if line not in ok]
-    try:
-        with transaction.atomic():
-            for kind, chosen in (("output", ok), ("error", failed)):
-                if chosen or kind == "output":
-                    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in chosen).encode()
-                    made[kind] = ApiFile.objects.create(
-                        user=batch.user, purpose="batch_output", filename=f"batch_{batch.pk}_{kind}.jsonl",
-                        content=data, size=len(data), batch=batch, kind=kind)
-    except IntegrityError:  # another request wrote them first
-        return {f.kind: f for f in batch.files.defer("content")}
-    return made
 
 
 def content(file: ApiFile) -> bytes:

@@ -11,11 +11,12 @@ import json
 import re
 from dataclasses import dataclass
 
+from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.http import HttpResponse
 
 from jobs.batch.batches import last_attempts
-from jobs.models import Batch, Job, JobStatus
+from jobs.models import ApiFile, Batch, Job, JobStatus
 
 CSV_FIELDS = ["line", "custom_id", "status", "output", "error", "finish_reason", "prompt_tokens",
               "completion_tokens", "attempts", "queue_wait_s", "time_to_first_token_s", "tokens_per_s", "total_s"]
@@ -139,3 +140,25 @@ def download(batch: Batch, kind: str) -> HttpResponse:
     response = HttpResponse(body, content_type=f"{content_type}; charset=utf-8")
     response["Content-Disposition"] = f'attachment; filename="batch-{batch.pk}-results.{kind}"'
     return response
+
+
+def openai_files(batch: Batch, finished: bool) -> dict[str, ApiFile]:
+    """OpenAI's output file (the successes) and error file (everything else) of a batch, written the first time
+    it is seen finished; {} before."""
+    made = {f.kind: f for f in batch.files.defer("content")}
+    if not finished or made:
+        return made
+    lines = openai_lines(batch)
+    ok = [line for line in lines if (line.get("response") or {}).get("status_code") == 200]
+    failed = [line for line in lines if line not in ok]
+    try:
+        with transaction.atomic():
+            for kind, chosen in (("output", ok), ("error", failed)):
+                if chosen or kind == "output":
+                    data = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in chosen).encode()
+                    made[kind] = ApiFile.objects.create(
+                        user=batch.user, purpose="batch_output", filename=f"batch_{batch.pk}_{kind}.jsonl",
+                        content=data, size=len(data), batch=batch, kind=kind)
+    except IntegrityError:  # another request wrote them first
+        return {f.kind: f for f in batch.files.defer("content")}
+    return made
