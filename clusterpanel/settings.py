@@ -1,11 +1,13 @@
 """Settings, all from the environment; defaults run on a laptop with nothing set."""
 
+import ipaddress
 from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
 from channels_redis.core import RedisChannelLayer
 from csp.constants import NONE, SELF
+from django.core.exceptions import ImproperlyConfigured
 
 from clusterpanel.env import env_bool, env_int, env_list, env_secret, env_str
 
@@ -176,6 +178,14 @@ if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
 # How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
 # answers 503 (jobs/queue/listen.py); meanwhile it also watches the job's row, which outlives Redis.
 REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
+# Who may scrape /metrics without a token: addresses or networks (e.g. "10.0.0.5,192.168.1.0/24").
+METRICS_ALLOWED = env_list("METRICS_ALLOWED", [])
+for _allowed in METRICS_ALLOWED:
+    try:
+        ipaddress.ip_network(_allowed, strict=False)
+    except ValueError:
+        raise ImproperlyConfigured(f"METRICS_ALLOWED: {_allowed!r} is not an address or a network "
+                                   "(e.g. 10.0.0.5 or 192.168.1.0/24).") from None
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",

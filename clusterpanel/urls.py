@@ -3,6 +3,7 @@ from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
 from clusterpanel import api, token_views, user_views, views
+from jobs.api import scrape
 
 urlpatterns = [
     path("", views.home, name="home"),
@@ -14,6 +15,7 @@ urlpatterns = [
     path("chat/", include("jobs.chat.urls")),
     path("jobs/batches/", include("jobs.batch.urls")),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", scrape.scrape, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("login/", auth_views.LoginView.as_view(redirect_authenticated_user=True), name="login"),
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),

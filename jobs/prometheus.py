@@ -1,0 +1,138 @@
+"""/metrics in the Prometheus text format: the lab's laptops, rpc-servers, deployments, jobs and batches, read
+from where the pages read them (the database, and Redis for the latest samples and running answers) at each
+scrape, so every process's work is counted and nothing is kept twice.
+
+Names follow Prometheus conventions: a `clusterpanel_` prefix, base units (bytes, seconds, ratios 0–1),
+`_total` for counters. The network rates are gauges of bytes per second because that is what the laptops'
+sampler measures (a laptop's own counters restart with it).
+"""
+
+from collections.abc import Iterator
+from datetime import timedelta
+
+from django.db.models import Count, DurationField, ExpressionWrapper, F, Q, Sum
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
+from redis.exceptions import RedisError
+
+from jobs.models import FINISHED, Batch, Job, JobStatus
+from jobs.queue import stream
+from models_app.models import Deployment, DeploymentStatus
+from nodes import metrics
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
+
+BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+SAMPLE_FRESH_S = 10  # an older sample is a laptop's last words, not its state
+
+
+class PanelCollector(Collector):
+    def collect(self) -> Iterator[Metric]:
+        yield from laptops()
+        yield from servers()
+        yield from deployments()
+        yield from batches()
+
+
+def laptops() -> Iterator[Metric]:
+    up = GaugeMetricFamily("clusterpanel_node_up", "1 when the laptop answers and is ready.", labels=["node"])
+    gauges = {name: GaugeMetricFamily(f"clusterpanel_node_{name}", text, labels=["node"]) for name, text in (
+        ("cpu_ratio", "Share of the laptop's CPU time busy, 0–1, over the last second."),
+        ("memory_used_bytes", "Memory in use on the laptop."),
+        ("memory_available_bytes", "Memory the laptop could still give."),
+        ("swap_used_bytes", "Swap in use on the laptop."),
+        ("network_receive_bytes_per_second", "Bytes per second the laptop received, over the last second."),
+        ("network_transmit_bytes_per_second", "Bytes per second the laptop sent, over the last second."),
+        ("temperature_celsius", "The laptop's CPU temperature, where it says."),
+    )}
+    for node in Node.objects.only("pk", "name", "status"):
+        up.add_metric([node.name], float(node.status == NodeStatus.READY))
+        latest = (metrics.recent(node.pk, SAMPLE_FRESH_S) or [None])[-1]
+        if latest is None:
+            continue  # offline: no value rather than a frozen one
+        values = {"cpu_ratio": latest.get("cpu", 0) / 100, "memory_used_bytes": latest.get("ram_used"),
+                  "memory_available_bytes": latest.get("ram_available"), "swap_used_bytes": latest.get("swap_used"),
+                  "network_receive_bytes_per_second": latest.get("rx"),
+                  "network_transmit_bytes_per_second": latest.get("tx"), "temperature_celsius": latest.get("temp")}
+        for name, value in values.items():
+            if value is not None:
+                gauges[name].add_metric([node.name], float(value))
+    yield up
+    yield from gauges.values()
+
+
+def servers() -> Iterator[Metric]:
+    up = GaugeMetricFamily("clusterpanel_rpc_server_up", "1 when the rpc-server runs.", labels=["node", "port"])
+    restarts = CounterMetricFamily("clusterpanel_rpc_server_restarts", "Times the supervisor restarted it.",
+                                   labels=["node", "port"])
+    for server in RpcServer.objects.filter(wanted=True).select_related("node"):
+        labels = [server.node.name, str(server.port)]
+        up.add_metric(labels, float(server.status == ServerStatus.RUNNING))
+        restarts.add_metric(labels, float(server.restarts))
+    yield up
+    yield restarts
+
+
+def deployments() -> Iterator[Metric]:
+    labels = ["deployment", "model"]
+    state = GaugeMetricFamily("clusterpanel_deployment_state", "1 for the deployment's current state.",
+                              labels=[*labels, "state"])
+    slots = GaugeMetricFamily("clusterpanel_deployment_slots", "Jobs its engine can run at once.", labels=labels)
+    busy = GaugeMetricFamily("clusterpanel_deployment_slots_busy", "Jobs its engine runs now.", labels=labels)
+    queue = GaugeMetricFamily("clusterpanel_deployment_queue_depth", "Jobs waiting for it.", labels=labels)
+    tokens = CounterMetricFamily("clusterpanel_tokens_generated", "Tokens it generated, running answers included.",
+                                 labels=labels)
+    ttft = HistogramMetricFamily("clusterpanel_time_to_first_token_seconds",
+                                 "From a job's start to its first token.", labels=labels)
+    duration = HistogramMetricFamily("clusterpanel_job_duration_seconds", "From a job's start to its end.",
+                                     labels=labels)
+    for deployment in Deployment.objects.exclude(status=DeploymentStatus.STOPPED).select_related("model"):
+        names = [str(deployment.pk), deployment.model.name]
+        for choice in DeploymentStatus.values:
+            state.add_metric([*names, choice], float(deployment.status == choice))
+        slots.add_metric(names, float(deployment.slots))
+        jobs = Job.objects.filter(deployment=deployment)
+        counted = jobs.aggregate(
+            waiting=Count("pk", filter=Q(status=JobStatus.QUEUED)),
+            running=Count("pk", filter=Q(status=JobStatus.RUNNING)),
+            generated=Sum("completion_tokens", filter=Q(status__in=FINISHED)))
+        queue.add_metric(names, float(counted["waiting"]))
+        busy.add_metric(names, float(counted["running"]))
+        running = list(jobs.filter(status=JobStatus.RUNNING).values_list("pk", flat=True))
+        tokens.add_metric(names, float((counted["generated"] or 0) + tokens_so_far(running)))
+        ttft.add_metric(names, *histogram(jobs.filter(first_token__isnull=False), "started", "first_token"))
+        duration.add_metric(names, *histogram(jobs.filter(status__in=FINISHED, started__isnull=False), "started",
+                                              "finished"))
+    yield from (state, slots, busy, queue, tokens, ttft, duration)
+
+
+def tokens_so_far(job_ids: list[int]) -> int:
+    """Tokens of running answers, from their streams in Redis (each holds a status event, then a token each)."""
+    if not job_ids:
+        return 0
+    try:
+        pipe = stream.store().pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.llen(stream.key(job_id))
+        return sum(max(length - 1, 0) for length in pipe.execute())
+    except RedisError:
+        return 0
+
+
+def histogram(jobs, start: str, end: str) -> tuple[list[tuple[str, float]], float]:
+    """Cumulative buckets and the sum of seconds between two of the jobs' moments, counted by the database."""
+    took = ExpressionWrapper(F(end) - F(start), output_field=DurationField())
+    found = jobs.annotate(took=took).aggregate(
+        total=Sum("took"), count=Count("pk"),
+        **{f"le_{i}": Count("pk", filter=Q(took__lte=timedelta(seconds=b))) for i, b in enumerate(BUCKETS)})
+    buckets = [(str(b), float(found[f"le_{i}"])) for i, b in enumerate(BUCKETS)]
+    buckets.append(("+Inf", float(found["count"])))
+    total = found["total"]
+    return buckets, total.total_seconds() if total else 0.0
+
+
+def batches() -> Iterator[Metric]:
+    counted = Batch.objects.annotate(open=Count("items", filter=Q(items__status__in=(
+        JobStatus.QUEUED, JobStatus.RUNNING), items__retry__isnull=True))).filter(open__gt=0).count()
+    gauge = GaugeMetricFamily("clusterpanel_batches_in_progress", "Batches with requests still waiting or running.")
+    gauge.add_metric([], float(counted))
+    yield gauge
