@@ -5,10 +5,10 @@ panel serves itself (an offline lab has no CDN)."""
 import inspect
 
 from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonResponse
-from django.urls import URLPattern, reverse
+from django.urls import URLPattern, re_path, reverse
 from ninja import NinjaAPI
 
-from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, problem
+from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, no_such_path, problem
 from clusterpanel.token_api import router as tokens
 from jobs.api.batches import router as batches
 from jobs.api.views import router as jobs
@@ -62,7 +62,7 @@ def urlpatterns() -> list[URLPattern]:
     patterns = api.urls[0]
     for pattern in patterns:
         pattern.callback = index if pattern.name == "api-root" else scripts_door(pattern.callback)
-    return patterns
+    return [*patterns, re_path(r"^(?P<rest>[\s\S]*)$", no_such_path)]  # last: what matched nothing above
 
 
 def index(request: HttpRequest) -> HttpResponse:

@@ -15,6 +15,7 @@ from asgiref.sync import sync_to_async
 from django.core.exceptions import RequestDataTooBig
 from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
+from django.http.multipartparser import MultiPartParserError
 from django.http.request import RawPostDataException
 from ninja import NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
@@ -104,11 +105,15 @@ def event_stream(states: AsyncIterator[dict]) -> StreamingHttpResponse:
 
 
 def described_as_events(schema: type[Schema]) -> dict:
-    """An operation's OpenAPI entry for an answer of Server-Sent Events carrying `schema`."""
+    """An operation's OpenAPI entry for an answer of Server-Sent Events carrying `schema` (which another
+    operation answers too, so the schema holds it among its components)."""
     return {"responses": {"200": {
         "description": f"Server-Sent Events: `data: <{schema.__name__} as JSON>` whenever it changes (and every "
                        "15 s), until it ends; then the stream closes.",
-        "content": {"text/event-stream": {"schema": {"type": "string"}}}}}}
+        "content": {"text/event-stream": {"schema": {  # each event, as OpenAPI 3.2 describes one
+            "type": "object", "required": ["data"], "properties": {"data": {
+                "type": "string", "contentMediaType": "application/json",
+                "contentSchema": {"$ref": f"#/components/schemas/{schema.__name__}"}}}}}}}}}
 
 
 def existing(pk: int, what: str) -> int:
@@ -191,6 +196,18 @@ def problem(error: str, status: int = 400, field: str | None = None) -> JsonResp
     return JsonResponse({"error": error, "field": field}, status=status)
 
 
+def no_such_path(request: HttpRequest, rest: str = "") -> JsonResponse:
+    """Any path under /api/ that names no operation: a 404 in the API's shape (Django's is a page)."""
+    hint = ""
+    if not request.path.endswith("/"):
+        hint = f" Paths end with a slash: {request.path}/?"
+    return problem(f"The API has no {request.path}.{hint} See /api/docs/.", 404)
+
+
+no_such_path.login_required = False
+no_such_path.csrf_exempt = True  # a script's POST to a wrong path is a 404, not a CSRF page
+
+
 def install_error_handlers(api: NinjaAPI) -> None:
     """Every refusal in the one shape; anything unexpected is still a 500 (and a logged traceback)."""
 
@@ -214,6 +231,14 @@ def install_error_handlers(api: NinjaAPI) -> None:
     def unauthenticated(request: HttpRequest, exc: AuthenticationError) -> HttpResponse:
         return problem("Authentication required: send `Authorization: Bearer <token>` with a token from "
                        "/account/tokens/.", 401)
+
+    @api.exception_handler(MultiPartParserError)
+    def bad_form(request: HttpRequest, exc: MultiPartParserError) -> HttpResponse:
+        return problem(f"The request body is not valid multipart/form-data: {exc}", 400)
+
+    @api.exception_handler(RequestDataTooBig)
+    def too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+        return problem("The request body is too large.", 413)
 
     @api.exception_handler(Http404)
     def not_found(request: HttpRequest, exc: Http404) -> HttpResponse:

@@ -22,7 +22,9 @@ OPENAI_ERRORS = ("/v1/",)  # OpenAI's error object, as docs/api.md shows
 
 def route_limits() -> dict[str, int]:
     """URL name → the largest body its view takes, where that is more than a JSON body."""
-    return {"models:upload": settings.UPLOAD_CHUNK_BYTES, "batches:list": settings.BATCH_MAX_BYTES + FORM_ROOM}
+    batch_form = settings.BATCH_MAX_BYTES + FORM_ROOM  # the page's form, the API's and OpenAI's Files upload
+    return {"models:upload": settings.UPLOAD_CHUNK_BYTES, "batches:list": batch_form, "api:upload_batch": batch_form,
+            "openai-files": batch_form}
 
 
 def limit_for(credentialed: bool, route: Callable[[], str | None]) -> int:

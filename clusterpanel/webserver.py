@@ -36,6 +36,13 @@ class LimitedRequest(WebRequest):
     refused = False
     received = 0
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        # daphne hands the raw body to Django, which parses forms itself. Twisted's own parse of a multipart
+        # body (never used) answered a malformed one with a bare 400, no header nor word, before the panel
+        # could say why.
+        self._parsePOSTFormSubmission = False
+
     def gotLength(self, length: int | None) -> None:
         """Called once the request line and every header are in (`length`: None for a chunked body)."""
         self.limit = self.body_limit() if length != 0 else 0

@@ -20,11 +20,13 @@ def register_path(path: str | Path, name: str = "", bundled: bool = False, check
     """Register the GGUF file at `path` (on the panel's machine) and checksum it, in the background
     unless `checksum_now` (for small files, or before the workers and their broker are up). `meta` is the
     file's metadata when the caller has just read it (an upload), so its header is not read twice."""
-    resolved = Path(path).expanduser().resolve()
     try:
+        resolved = Path(path).expanduser().resolve()
         meta = meta or read_metadata(resolved)
     except GGUFError as exc:
         raise LibraryError(str(exc)) from None
+    except (OSError, ValueError, RuntimeError) as exc:  # too long, a NUL in it, unreadable, a loop of links
+        raise LibraryError(f"The panel cannot read a file at that path: {exc}.") from None
     name = slugify(name or resolved.stem.lower())[:80]
     check_name(name)
     if GgufModel.objects.filter(path=str(resolved)).exists():

@@ -89,7 +89,7 @@ def own_batch(request: HttpRequest, pk: int) -> Batch:
 
 @router.post("/", response={201: BatchOut, **errors(404, 409, 413, 503)},
              summary="Queue a batch: a JSONL (OpenAI Batch) or CSV file of requests")
-def upload(request: HttpRequest, file: File[UploadedFile],
+def upload_batch(request: HttpRequest, file: File[UploadedFile],
            deployment: int | None = Form(None, description="A deployment's id; none: the default ready one.")):
     user = caller(request)
     try:

@@ -203,6 +203,8 @@ def test_it_sizes_the_limit_by_caller_and_route():
     assert limit_for(True, lambda: "models:upload") == settings.UPLOAD_CHUNK_BYTES
     assert limit_for(True, lambda: "batches:list") == settings.BATCH_MAX_BYTES + FORM_ROOM
     assert limit_for(True, lambda: "openai-chat") == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    for door in (b"/api/batches/", b"/v1/files"):  # a batch file by script takes what the page's form does
+        assert limit_for(True, lambda: route_name(door)) == settings.BATCH_MAX_BYTES + FORM_ROOM  # noqa: B023
 
 
 def test_it_finds_the_route_django_will_and_no_route_for_odd_targets():
