@@ -129,6 +129,14 @@ def form_refusal(form) -> ApiError:
     return ApiError(" ".join(messages), 400, None if field == "__all__" else field)
 
 
+def own_or_everyones(request: HttpRequest, listed, everyone: bool, what: str):
+    """`listed` narrowed to the caller's own; with `everyone` (?all=1), all of it — for lab admins alone."""
+    user = caller(request)
+    if everyone and not user.is_lab_admin:
+        raise ApiError(f"Only lab admins can list everyone's {what} (?all=1).", 403, "all")
+    return listed if everyone else listed.filter(user=user)
+
+
 def caller(request: HttpRequest) -> User:
     return request.auth
 

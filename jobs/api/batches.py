@@ -22,6 +22,7 @@ from clusterpanel.apikit import (
     existing,
     follow,
     form_refusal,
+    own_or_everyones,
     paged,
 )
 from jobs.api import inputs
@@ -112,11 +113,8 @@ def upload_batch(request: HttpRequest, file: File[UploadedFile],
 @router.get("/", response={200: Page[BatchOut], **errors(403)}, summary="List batches, newest first")
 def list_batches(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
                  limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
-    user = caller(request)
-    if all and not user.is_lab_admin:
-        raise ApiError("Only lab admins can list everyone's batches (?all=1).", 403, "all")
-    listed = visible(user)
-    return paged(request, listed if all else listed.filter(user=user), batch_row, limit, offset)
+    listed = own_or_everyones(request, visible(caller(request)), all, "batches")
+    return paged(request, listed, batch_row, limit, offset)
 
 
 @router.get("/{int:pk}/", response={200: BatchOut, **errors(404)}, summary="A batch: counts and rejected lines")

@@ -6,7 +6,7 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import BeforeValidator, WithJsonSchema
 
-from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, caller, errors, paged
+from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, caller, errors, own_or_everyones, paged
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
@@ -107,11 +107,8 @@ def create_job(request: HttpRequest, payload: JobIn):
 @router.get("/", response={200: Page[JobOut], **errors(403)}, summary="List jobs, newest first")
 def list_jobs(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
               limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
-    user = caller(request)
-    if all and not user.is_lab_admin:
-        raise ApiError("Only lab admins can list everyone's jobs (?all=1).", 403, "all")
-    listed = visible_jobs(user)
-    return paged(request, listed if all else listed.filter(user=user), described, limit, offset)
+    listed = own_or_everyones(request, visible_jobs(caller(request)), all, "jobs")
+    return paged(request, listed, described, limit, offset)
 
 
 def new_job(user, payload: JobIn) -> Job:
