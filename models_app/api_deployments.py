@@ -160,6 +160,30 @@ async def follow_deployment(request: HttpRequest, pk: int):
     return event_stream(follow(snapshot, usable_or_settled))
 
 
+class VerificationOut(Schema):
+    id: int
+    verification: dict[str, Any] = Field(description="result: running, identical, different, no reference or failed.")
+
+
+@router.get("/{int:pk}/verification/events/", response=errors(404), openapi_extra=described_as_events(VerificationOut),
+            summary="Follow a verification live until it has a result")
+async def follow_verification(request: HttpRequest, pk: int):
+    deployment = await sync_to_async(deployment_of)(request, pk)
+
+    def snapshot() -> dict | None:
+        found = Deployment.objects.filter(pk=deployment.pk).values_list("verification", flat=True).first()
+        return None if found is None else {"id": deployment.pk, "verification": found}
+
+    return event_stream(follow(snapshot, lambda state: state["verification"].get("result") != "running"))
+
+
+@router.get("/{int:pk}/verification/", response={200: VerificationOut, **errors(404)},
+            summary="The last verification's result")
+def verification(request: HttpRequest, pk: int):
+    deployment = deployment_of(request, pk)
+    return {"id": deployment.pk, "verification": deployment.verification}
+
+
 @router.post("/{int:pk}/stop/", response={200: Stopped, **errors(403, 404, 409)}, summary="Stop a deployment")
 def stop(request: HttpRequest, pk: int):
     deployment = deployment_of(request, pk, "stop deployments")
@@ -171,8 +195,9 @@ def stop(request: HttpRequest, pk: int):
     return {"id": pk, "status": DeploymentStatus.STOPPED, "consequences": said}
 
 
-@router.post("/{int:pk}/verify/", response={202: DeploymentDetail, **errors(403, 404, 409)},
-             summary="Verify: the same prompt here and on the head alone, compared token by token")
+@router.post("/{int:pk}/verify/", response={202: VerificationOut, **errors(403, 404, 409)},
+             summary="Verify: the same prompt here and on the head alone, compared token by token; follow it at "
+                     "verification/events/")
 def verify(request: HttpRequest, pk: int):
     deployment = deployment_of(request, pk, "verify deployments")
     from jobs.engine import verify as verifying
@@ -181,7 +206,7 @@ def verify(request: HttpRequest, pk: int):
         verifying.ask(deployment, request.auth)
     except verifying.NotVerifiable as exc:
         raise ApiError(str(exc), 409) from None
-    return Status(202, deployment_detail(Deployment.objects.get(pk=pk)))
+    return Status(202, {"id": pk, "verification": Deployment.objects.get(pk=pk).verification})
 
 
 @router.post("/{int:pk}/default/", response={200: DeploymentDetail, **errors(403, 404)},
