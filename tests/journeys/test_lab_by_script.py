@@ -123,4 +123,4 @@ def test_a_lab_admins_morning_through_the_api_alone(morning, web_server, alice, 
     removed = admin.delete(f"/api/nodes/{names[0]}/")
     assert removed.status_code == 200 and removed.json()["removed"] == names[0], removed.text
     assert [n["name"] for n in admin.get("/api/nodes/").json()["results"]] == names[1:]
-    assert admin.checked >= 20
+    assert admin.checked >= 15, "every JSON answer above was checked against the schema"
