@@ -98,7 +98,8 @@ def lab(lan, jobs_each: int) -> str:
             Job(kind=JobKind.CHAT, deployment=deployment, user=admin, status=JobStatus.SUCCEEDED,
                 messages=[{"role": "user", "content": "Hi"}], completion_tokens=64, prompt_tokens=20,
                 started=now - timedelta(seconds=n + 5), first_token=now - timedelta(seconds=n + 4.5),
-                finished=now - timedelta(seconds=n)) for n in range(jobs_each)])
+                finished=now - timedelta(seconds=n), time_to_first_token_s=0.5, duration_s=5.0)
+            for n in range(jobs_each)])
     return ApiToken.issue(admin, "prometheus", read_only=True)[1]
 
 

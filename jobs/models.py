@@ -111,6 +111,10 @@ class Job(models.Model):
     started = models.DateTimeField(null=True, blank=True)
     first_token = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
+    # Seconds, written with the end (jobs/engine/runner.py): /metrics counts them by the database, which compares
+    # numbers in C, where timestamps' differences cost SQLite a Python call per row (jobs/prometheus.py).
+    time_to_first_token_s = models.FloatField(null=True, blank=True)
+    duration_s = models.FloatField(null=True, blank=True)
     prompt_seconds = models.FloatField(null=True, blank=True)  # reading the prompt: joining the batch to first token
     # Prompt tokens the engine found already read (a conversation's earlier turns) and did not read again.
     cached_tokens = models.PositiveIntegerField(default=0)

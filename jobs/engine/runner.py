@@ -173,7 +173,8 @@ def answer_room(job: Job, ctx: int) -> int:
 
 def finish(job: Job, status: str, **fields) -> None:
     """Store the outcome once: only the attempt that holds the job may write it."""
-    written = write_outcome(job, status=status, finished=timezone.now(), **fields)
+    finished = timezone.now()
+    written = write_outcome(job, status=status, finished=finished, **fields, **seconds_of(job, finished, fields))
     if not written:
         return
     job.refresh_from_db()
@@ -184,6 +185,15 @@ def finish(job: Job, status: str, **fields) -> None:
         log.warning("could not forget job %s's cancel request: %s", job.pk, exc)
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})
+
+
+def seconds_of(job: Job, finished, fields: dict) -> dict:
+    """The job's time to its first token and its whole time, from its start (for /metrics' histograms)."""
+    if job.started is None:
+        return {}
+    first = fields.get("first_token", job.first_token)
+    return {"duration_s": (finished - job.started).total_seconds(),
+            "time_to_first_token_s": (first - job.started).total_seconds() if first else None}
 
 
 def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
