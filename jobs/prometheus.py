@@ -7,6 +7,7 @@ Names follow Prometheus conventions: a `clusterpanel_` prefix, base units (bytes
 sampler measures (a laptop's own counters restart with it).
 """
 
+import time
 from collections.abc import Iterator
 
 from django.db.models import Count, Q, Sum
@@ -43,10 +44,12 @@ def laptops() -> Iterator[Metric]:
         ("network_transmit_bytes_per_second", "Bytes per second the laptop sent, over the last second."),
         ("temperature_celsius", "The laptop's CPU temperature, where it says."),
     )}
-    for node in Node.objects.only("pk", "name", "status"):
+    nodes = list(Node.objects.only("pk", "name", "status"))
+    samples, now = metrics.latest([node.pk for node in nodes]), time.time()
+    for node in nodes:
         up.add_metric([node.name], float(node.status == NodeStatus.READY))
-        latest = (metrics.recent(node.pk, SAMPLE_FRESH_S) or [None])[-1]
-        if latest is None:
+        latest = samples.get(node.pk)
+        if latest is None or now - latest.get("t", 0) > SAMPLE_FRESH_S:
             continue  # offline: no value rather than a frozen one
         values = {"cpu_ratio": latest.get("cpu", 0) / 100, "memory_used_bytes": latest.get("ram_used"),
                   "memory_available_bytes": latest.get("ram_available"), "swap_used_bytes": latest.get("swap_used"),
@@ -84,23 +87,52 @@ def deployments() -> Iterator[Metric]:
                                  "From a job's start to its first token.", labels=labels)
     duration = HistogramMetricFamily("clusterpanel_job_duration_seconds", "From a job's start to its end.",
                                      labels=labels)
-    for deployment in Deployment.objects.exclude(status=DeploymentStatus.STOPPED).select_related("model"):
+    shown = list(Deployment.objects.exclude(status=DeploymentStatus.STOPPED).select_related("model"))
+    counted = job_counts([d.pk for d in shown])
+    for deployment in shown:
         names = [str(deployment.pk), deployment.model.name]
         for choice in DeploymentStatus.values:
             state.add_metric([*names, choice], float(deployment.status == choice))
         slots.add_metric(names, float(deployment.slots))
-        jobs = Job.objects.filter(deployment=deployment)
-        counted = jobs.aggregate(
-            waiting=Count("pk", filter=Q(status=JobStatus.QUEUED)),
-            running=Count("pk", filter=Q(status=JobStatus.RUNNING)),
-            generated=Sum("completion_tokens", filter=Q(status__in=FINISHED)))
-        queue.add_metric(names, float(counted["waiting"]))
-        busy.add_metric(names, float(counted["running"]))
-        running = list(jobs.filter(status=JobStatus.RUNNING).values_list("pk", flat=True))
-        tokens.add_metric(names, float((counted["generated"] or 0) + tokens_so_far(running)))
-        ttft.add_metric(names, *histogram(jobs, "time_to_first_token_s"))
-        duration.add_metric(names, *histogram(jobs, "duration_s"))
+        found = counted.get(deployment.pk, {})
+        queue.add_metric(names, float(found.get("waiting", 0)))
+        busy.add_metric(names, float(len(found.get("running", []))))
+        tokens.add_metric(names, float(found.get("generated", 0)))
+        ttft.add_metric(names, *found.get("time_to_first_token_s", EMPTY))
+        duration.add_metric(names, *found.get("duration_s", EMPTY))
     yield from (state, slots, busy, queue, tokens, ttft, duration)
+
+
+EMPTY = ([*((str(b), 0.0) for b in BUCKETS), ("+Inf", 0.0)], 0.0)
+SECONDS = ("time_to_first_token_s", "duration_s")
+
+
+def job_counts(deployment_ids: list[int]) -> dict[int, dict]:
+    """Per deployment, in one query of the jobs table: waiting and running jobs, tokens generated (running answers'
+    from their streams), and the histograms of the seconds written at each job's end."""
+    if not deployment_ids:
+        return {}
+    buckets = {f"{name}_le_{i}": Count("pk", filter=Q(**{f"{name}__lte": b}))
+               for name in SECONDS for i, b in enumerate(BUCKETS)}
+    rows = Job.objects.filter(deployment__in=deployment_ids).values("deployment").order_by().annotate(
+        waiting=Count("pk", filter=Q(status=JobStatus.QUEUED)),
+        generated=Sum("completion_tokens", filter=Q(status__in=FINISHED)),
+        **{f"{name}_count": Count(name) for name in SECONDS}, **{f"{name}_sum": Sum(name) for name in SECONDS},
+        **buckets)
+    running = {}
+    for pk, deployment in Job.objects.filter(deployment__in=deployment_ids, status=JobStatus.RUNNING).values_list(
+            "pk", "deployment"):
+        running.setdefault(deployment, []).append(pk)
+    counted = {}
+    for row in rows:
+        pk = row["deployment"]
+        found = {"waiting": row["waiting"], "running": running.get(pk, []),
+                 "generated": (row["generated"] or 0) + tokens_so_far(running.get(pk, []))}
+        for name in SECONDS:
+            cumulative = [(str(b), float(row[f"{name}_le_{i}"])) for i, b in enumerate(BUCKETS)]
+            found[name] = ([*cumulative, ("+Inf", float(row[f"{name}_count"]))], float(row[f"{name}_sum"] or 0.0))
+        counted[pk] = found
+    return counted
 
 
 def tokens_so_far(job_ids: list[int]) -> int:
@@ -114,17 +146,6 @@ def tokens_so_far(job_ids: list[int]) -> int:
         return sum(max(length - 1, 0) for length in pipe.execute())
     except RedisError:
         return 0
-
-
-def histogram(jobs, seconds: str) -> tuple[list[tuple[str, float]], float]:
-    """Cumulative buckets and the sum of the jobs' `seconds` (written at their end), counted by the database in
-    one query."""
-    found = jobs.filter(**{f"{seconds}__isnull": False}).aggregate(
-        total=Sum(seconds), count=Count("pk"),
-        **{f"le_{i}": Count("pk", filter=Q(**{f"{seconds}__lte": b})) for i, b in enumerate(BUCKETS)})
-    buckets = [(str(b), float(found[f"le_{i}"])) for i, b in enumerate(BUCKETS)]
-    buckets.append(("+Inf", float(found["count"])))
-    return buckets, float(found["total"] or 0.0)
 
 
 def batches() -> Iterator[Metric]:

@@ -41,6 +41,18 @@ def recent(node_id: int, seconds: int = 600) -> list[dict]:
     return [json.loads(item) for item in raw]
 
 
+def latest(node_ids: list[int]) -> dict[int, dict]:
+    """Each laptop's newest sample, in one round trip; none when Redis cannot be reached."""
+    try:
+        pipe = store().pipeline(transaction=False)
+        for node_id in node_ids:
+            pipe.lindex(key(node_id), -1)
+        found = pipe.execute()
+    except redis.RedisError:
+        return {}
+    return {node_id: json.loads(item) for node_id, item in zip(node_ids, found, strict=True) if item}
+
+
 def minutes_from(samples: list[dict], before: float) -> dict[int, list[dict]]:
     """Whole minutes (start, as epoch seconds) of samples taken before `before`."""
     grouped: dict[int, list[dict]] = {}
