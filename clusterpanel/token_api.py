@@ -16,7 +16,8 @@ router = Router()
 class TokenIn(Input):
     name: str = Field(max_length=100)
     read_only: bool = Field(False, description="Reads only: any method but GET and HEAD is refused (403).")
-    expires_in_days: int | None = Field(None, ge=1, le=tokens.MAX_DAYS, description="None: it never ends.")
+    expires_in_days: int | None = Field(None, ge=1, le=tokens.MAX_DAYS, description=(
+        "None: it never ends — or, made with a token that ends, when that one does (never later)."))
 
 
 class TokenOut(Schema):
@@ -56,7 +57,8 @@ def list_tokens(request: HttpRequest, all: bool = Query(False, description="Ever
 @sensitive_variables("key")
 def make_token(request: HttpRequest, payload: TokenIn):
     try:
-        token, key = tokens.make(caller(request), payload.name, payload.read_only, payload.expires_in_days)
+        token, key = tokens.make(caller(request), payload.name, payload.read_only, payload.expires_in_days,
+                                 made_with=getattr(request, "api_token", None))
     except tokens.TokenError as exc:
         raise refused(exc) from None
     return Status(201, {**described(token), "key": key})

@@ -16,8 +16,11 @@ class TokenError(ValueError):
         self.field, self.status = field, status
 
 
-def make(user: User, name: str, read_only: bool = False, days: int | None = None) -> tuple[ApiToken, str]:
-    """A new token of `user` and its key (shown once). `days`: it ends that many days from now; None: never."""
+def make(user: User, name: str, read_only: bool = False, days: int | None = None,
+         made_with: ApiToken | None = None) -> tuple[ApiToken, str]:
+    """A new token of `user` and its key (shown once). `days`: it ends that many days from now; None: never.
+    `made_with`: the token the request came with; the new one ends no later than it (a short-lived token
+    must not make itself a lasting one)."""
     name = name.strip() if isinstance(name, str) else ""
     if not name or len(name) > 100 or not name.isprintable():  # PostgreSQL refuses a NUL in text: a 500
         raise TokenError("Give the token a name of up to 100 printable characters, e.g. the script that uses it.",
@@ -25,6 +28,8 @@ def make(user: User, name: str, read_only: bool = False, days: int | None = None
     if days is not None and (isinstance(days, bool) or not isinstance(days, int) or not 1 <= days <= MAX_DAYS):
         raise TokenError(f"A token ends after 1 to {MAX_DAYS} days, or never.", "expires_in_days")
     expires = timezone.now() + timedelta(days=days) if days else None
+    if made_with is not None and made_with.expires is not None:
+        expires = min(expires or made_with.expires, made_with.expires)
     return ApiToken.issue(user, name, read_only=bool(read_only), expires=expires)
 
 

@@ -149,6 +149,9 @@ def delete(request: HttpRequest, name: str):
 
 def plan_form(payload: PlanIn) -> PlanForm:
     """The Plan page's own form, from names: the same checks, the same words."""
+    for name in (payload.model, *payload.nodes, *payload.order):
+        if not name.isprintable():  # a NUL is PostgreSQL's 500
+            raise ApiError(f"{name!r} is not a name the panel gives.", 400)
     model = GgufModel.objects.filter(name=payload.model).first()
     if model is None:
         raise ApiError(f"There is no model {payload.model!r}.", 404, "model")

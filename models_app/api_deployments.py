@@ -30,6 +30,9 @@ from models_app.planning import PlanningError
 
 router = Router()
 SETTLED = (DeploymentStatus.FAILED, DeploymentStatus.STOPPED)
+# Everyone lists the deployments (which model, ready or not); their laptops, rpc-server endpoints (a direct
+# rpc-server has no authentication), plan and engine are for lab admins, as the deployment page is.
+ADMIN_READS = "see a deployment's laptops and servers"
 
 
 class StageOut(Schema):
@@ -138,20 +141,21 @@ def create(request: HttpRequest, payload: PlanIn):
     return Status(202, deployment_detail(deployment))
 
 
-@router.get("/{int:pk}/", response={200: DeploymentDetail, **errors(404)}, summary="A deployment in full")
+@router.get("/{int:pk}/", response={200: DeploymentDetail, **errors(403, 404)},
+            summary="A deployment in full (its laptops, rpc-servers, plan, engine)")
 def get_deployment(request: HttpRequest, pk: int):
-    return deployment_detail(deployment_of(request, pk))
+    return deployment_detail(deployment_of(request, pk, ADMIN_READS))
 
 
 def usable_or_settled(state: dict) -> bool:
-    return state["status"] in SETTLED or (state["status"] == DeploymentStatus.READY
+    return state["status"] in SETTLED or (state["status"] in (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
                                           and state["engine"].get("state") in ("ready", "failed"))
 
 
-@router.get("/{int:pk}/events/", response=errors(404), openapi_extra=described_as_events(DeploymentDetail),
+@router.get("/{int:pk}/events/", response=errors(403, 404), openapi_extra=described_as_events(DeploymentDetail),
             summary="Follow a deployment live until its engine is ready, or it failed or stopped")
 async def follow_deployment(request: HttpRequest, pk: int):
-    deployment = await sync_to_async(deployment_of)(request, pk)
+    deployment = await sync_to_async(deployment_of)(request, pk, ADMIN_READS)
 
     def snapshot() -> dict | None:
         found = Deployment.objects.select_related("model").filter(pk=deployment.pk).first()
@@ -165,10 +169,11 @@ class VerificationOut(Schema):
     verification: dict[str, Any] = Field(description="result: running, identical, different, no reference or failed.")
 
 
-@router.get("/{int:pk}/verification/events/", response=errors(404), openapi_extra=described_as_events(VerificationOut),
+@router.get("/{int:pk}/verification/events/", response=errors(403, 404),
+            openapi_extra=described_as_events(VerificationOut),
             summary="Follow a verification live until it has a result")
 async def follow_verification(request: HttpRequest, pk: int):
-    deployment = await sync_to_async(deployment_of)(request, pk)
+    deployment = await sync_to_async(deployment_of)(request, pk, ADMIN_READS)
 
     def snapshot() -> dict | None:
         found = Deployment.objects.filter(pk=deployment.pk).values_list("verification", flat=True).first()
@@ -177,10 +182,10 @@ async def follow_verification(request: HttpRequest, pk: int):
     return event_stream(follow(snapshot, lambda state: state["verification"].get("result") != "running"))
 
 
-@router.get("/{int:pk}/verification/", response={200: VerificationOut, **errors(404)},
+@router.get("/{int:pk}/verification/", response={200: VerificationOut, **errors(403, 404)},
             summary="The last verification's result")
 def verification(request: HttpRequest, pk: int):
-    deployment = deployment_of(request, pk)
+    deployment = deployment_of(request, pk, ADMIN_READS)
     return {"id": deployment.pk, "verification": deployment.verification}
 
 
@@ -195,7 +200,7 @@ def stop(request: HttpRequest, pk: int):
     return {"id": pk, "status": DeploymentStatus.STOPPED, "consequences": said}
 
 
-@router.post("/{int:pk}/verify/", response={202: VerificationOut, **errors(403, 404, 409)},
+@router.post("/{int:pk}/verify/", response={202: VerificationOut, **errors(403, 404, 409, 503)},
              summary="Verify: the same prompt here and on the head alone, compared token by token; follow it at "
                      "verification/events/")
 def verify(request: HttpRequest, pk: int):
@@ -205,7 +210,7 @@ def verify(request: HttpRequest, pk: int):
     try:
         verifying.ask(deployment, request.auth)
     except verifying.NotVerifiable as exc:
-        raise ApiError(str(exc), 409) from None
+        raise ApiError(str(exc), exc.status) from None
     return Status(202, {"id": pk, "verification": Deployment.objects.get(pk=pk).verification})
 
 

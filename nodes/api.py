@@ -128,7 +128,7 @@ def node_row(node: Node) -> dict:
             "runtime": node.runtime, "speed_gb_s": node.speed_gb_s, "usable_memory": node.usable_bytes(),
             "memory_reserve": node.memory_reserve, "usable_set_by_hand": node.usable_memory is not None,
             "pipeline_order": node.pipeline_order, "last_seen": node.last_seen,
-            "metrics": (metrics.recent(node.pk, 60) or [None])[-1]}
+            "metrics": metrics.fresh(node.pk)}
 
 
 def node_detail(node: Node) -> dict:

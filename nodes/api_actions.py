@@ -2,7 +2,7 @@
 network check, measure speed) answer at once with a status URL and an event stream; rpc-servers are started,
 stopped and restarted by the supervisor within seconds; metrics are the latest sample and the history."""
 
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
 
 from asgiref.sync import sync_to_async
@@ -20,6 +20,7 @@ from nodes.tasks import enqueue
 
 router = Router()
 ENDED = (ActionStatus.SUCCEEDED, ActionStatus.FAILED)
+EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # before any sample; a date near year 1 overflows converting to UTC
 
 
 class ActionIn(Input):
@@ -110,11 +111,11 @@ def server_log(request: HttpRequest, name: str, port: int,
             summary="A laptop's latest sample (CPU, memory, swap, network, temperature)")
 def latest_sample(request: HttpRequest, name: str):
     node = laptop(request, name)
-    found = metrics.recent(node.pk, 60)
-    if not found:
+    found = metrics.fresh(node.pk)
+    if found is None:
         raise ApiError(f"No sample of {node.name} in the last minute: it is offline, or the metrics collector "
                        "is not running.", 404)
-    return found[-1]
+    return found
 
 
 @router.get("/{slug:name}/metrics/", response={200: History, **errors(403, 404)},
@@ -127,6 +128,8 @@ def history(request: HttpRequest, name: str, since: datetime | None = Query(None
     if timezone.is_naive(since) or timezone.is_naive(until):
         raise ApiError("since and until need a time zone (e.g. 2026-11-30T12:00:00Z).", 400,
                        "since" if timezone.is_naive(since) else "until")
+    if not (EPOCH <= since <= now + timedelta(days=1) and EPOCH <= until <= now + timedelta(days=1)):
+        raise ApiError("since and until must lie between 2000 and tomorrow.", 400, "since")
     if since >= until or until - since > timedelta(days=metrics.HISTORY_DAYS):
         raise ApiError(f"since must come before until, at most {metrics.HISTORY_DAYS} days apart.", 400, "since")
     if since >= now - timedelta(seconds=metrics.WINDOW_S):

@@ -1,6 +1,7 @@
 """Where samples live: the last hour per laptop in Redis (1 s), older history per minute in the database."""
 
 import json
+import time
 from datetime import UTC, datetime, timedelta
 from functools import cache
 from statistics import fmean
@@ -51,6 +52,12 @@ def latest(node_ids: list[int]) -> dict[int, dict]:
     except redis.RedisError:
         return {}
     return {node_id: json.loads(item) for node_id, item in zip(node_ids, found, strict=True) if item}
+
+
+def fresh(node_id: int, within_s: float = 60) -> dict | None:
+    """The laptop's newest sample if it was taken within `within_s`; None for a laptop gone quiet."""
+    sample = latest([node_id]).get(node_id)
+    return sample if sample and time.time() - sample.get("t", 0) <= within_s else None
 
 
 def minutes_from(samples: list[dict], before: float) -> dict[int, list[dict]]:

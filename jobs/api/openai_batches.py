@@ -78,8 +78,11 @@ def file_list(request: HttpRequest) -> HttpResponse:
         return JsonResponse(file_object(files.store(request.user, upload.name, upload.read(),
                                                     request.POST.get("purpose", ""))))
     found = files.visible(request.user).filter(user=request.user)
-    if request.GET.get("purpose"):
-        found = found.filter(purpose=request.GET["purpose"])
+    purpose = request.GET.get("purpose")
+    if purpose:
+        if purpose not in ("batch", "batch_output"):
+            raise InputError("purpose must be batch or batch_output.", "purpose")
+        found = found.filter(purpose=purpose)
     after = request.GET.get("after")
     if after:
         anchor = files.find(request.user, after)

@@ -87,6 +87,8 @@ def counts(batch: Batch) -> dict:
 def cancel_remaining(batch: Batch) -> int:
     """Cancel every item not yet started; running ones stop within a token. How many were stopped."""
     now = timezone.now()
+    if not batch.items.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
+        return 0  # everything ended: a finished batch stays as it ended
     with transaction.atomic():
         Batch.objects.filter(pk=batch.pk, cancelled__isnull=True).update(cancelled=now)
         stopped = batch.items.filter(status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED, finished=now)
@@ -121,3 +123,5 @@ def delete(batch: Batch) -> None:
             return
         deletion(locked)
         locked.delete()
+        if locked.input_file_id and not Batch.objects.filter(input_file_id=locked.input_file_id).exists():
+            ApiFile.objects.filter(public_id=locked.input_file_id).delete()  # its prompts go with it

@@ -1,12 +1,15 @@
 """Files as OpenAI's Files API knows them: a batch's input, kept as sent, and a finished batch's output and
 error files (written by jobs/batch/output.py)."""
 
+import re
+
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
 from jobs.models import ApiFile
 
 PURPOSES = ("batch",)  # what a script may upload: batch input files
+FILE_ID = re.compile(r"file-[0-9a-f]{24}")
 
 
 class FileError(ValueError):
@@ -33,7 +36,8 @@ def visible(user):
 
 
 def find(user, public_id) -> ApiFile:
-    found = visible(user).filter(public_id=public_id).first() if isinstance(public_id, str) else None
+    well_formed = isinstance(public_id, str) and FILE_ID.fullmatch(public_id)  # a NUL is PostgreSQL's 500
+    found = visible(user).filter(public_id=public_id).first() if well_formed else None
     if found is None:
         raise FileError(f"No such File object: {public_id}", "file_id", 404)  # others' ids are not confirmed
     return found

@@ -149,8 +149,9 @@ def openai_files(batch: Batch, finished: bool) -> dict[str, ApiFile]:
     if not finished or made:
         return made
     lines = openai_lines(batch)
-    ok = [line for line in lines if (line.get("response") or {}).get("status_code") == 200]
-    failed = [line for line in lines if line not in ok]
+    ok, failed = [], []
+    for line in lines:
+        (ok if (line.get("response") or {}).get("status_code") == 200 else failed).append(line)
     try:
         with transaction.atomic():
             for kind, chosen in (("output", ok), ("error", failed)):

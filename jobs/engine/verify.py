@@ -24,7 +24,11 @@ GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, 
 
 
 class NotVerifiable(ValueError):
-    pass
+    status = 409
+
+
+class NoWorkerReached(NotVerifiable):
+    status = 503
 
 
 def ask(deployment: Deployment, user=None) -> None:
@@ -32,10 +36,18 @@ def ask(deployment: Deployment, user=None) -> None:
     if deployment.status not in queueing.USABLE:
         raise NotVerifiable(f"Only a ready deployment can be verified; this one is "
                             f"{deployment.get_status_display().lower()}.")
-    save(deployment, {"started": timezone.now().isoformat(), "result": "running"})
+    from kombu.exceptions import OperationalError
+
     from jobs import messages
 
-    messages.verify_deployment(deployment.pk, user.pk if user else None)
+    started = {"started": timezone.now().isoformat()}
+    save(deployment, {**started, "result": "running"})
+    try:
+        messages.verify_deployment(deployment.pk, user.pk if user else None)
+    except (OperationalError, OSError) as exc:  # no worker can be asked: it must not stay "running"
+        why = f"No worker could be asked to verify it (the panel's Redis did not answer: {exc}). Try again soon."
+        save(deployment, {**started, "result": "failed", "detail": why})
+        raise NoWorkerReached(why) from None
 
 
 def verify(deployment: Deployment, user=None, within: float = 600) -> dict:

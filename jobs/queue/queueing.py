@@ -224,7 +224,9 @@ def cancel(job: Job) -> Job:
         job.refresh_from_db()
         stream.announce_done(job)
         announce_positions(job.deployment_id)
-    elif job.status == JobStatus.RUNNING:
+        return job
+    job.refresh_from_db()  # an engine may have claimed it since it was read: what it is now decides
+    if job.status == JobStatus.RUNNING:
         stop_running(job)
     return job
 

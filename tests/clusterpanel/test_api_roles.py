@@ -32,15 +32,15 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("DELETE", "/api/models/{name}/"): None, ("POST", "/api/plans/"): PLAN, ("POST", "/api/deployments/"): PLAN,
     ("POST", "/api/deployments/{pk}/stop/"): None, ("POST", "/api/deployments/{pk}/verify/"): None,
     ("POST", "/api/deployments/{pk}/default/"): None, ("POST", "/api/deployments/{pk}/again/"): None,
-    ("DELETE", "/api/deployments/{pk}/"): None,
+    ("DELETE", "/api/deployments/{pk}/"): None, ("GET", "/api/deployments/{pk}/"): None,
+    ("GET", "/api/deployments/{pk}/events/"): None, ("GET", "/api/deployments/{pk}/verification/"): None,
+    ("GET", "/api/deployments/{pk}/verification/events/"): None,
 }
 EVERYONE = {
     ("GET", "/api/jobs/"), ("POST", "/api/jobs/"), ("GET", "/api/jobs/{pk}/"), ("POST", "/api/jobs/{pk}/cancel/"),
     ("GET", "/api/batches/"), ("POST", "/api/batches/"), ("GET", "/api/batches/{pk}/"),
     ("GET", "/api/batches/{pk}/events/"), ("POST", "/api/batches/{pk}/cancel/"), ("GET", "/api/batches/{pk}/results/"),
-    ("DELETE", "/api/batches/{pk}/"), ("GET", "/api/deployments/"), ("GET", "/api/deployments/{pk}/"),
-    ("GET", "/api/deployments/{pk}/events/"), ("GET", "/api/deployments/{pk}/verification/"),
-    ("GET", "/api/deployments/{pk}/verification/events/"), ("GET", "/api/tokens/"), ("POST", "/api/tokens/"),
+    ("DELETE", "/api/batches/{pk}/"), ("GET", "/api/deployments/"), ("GET", "/api/tokens/"), ("POST", "/api/tokens/"),
     ("DELETE", "/api/tokens/{pk}/"),
 }
 

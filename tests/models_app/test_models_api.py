@@ -82,7 +82,8 @@ def test_a_deployment_by_script_from_plan_to_removal(admin, user, lab):
     new = made.json()
     assert new["status"] == "planned" and [s["laptop"] for s in new["stages"]] == ["lab-3", "lab-1", "lab-2"]
     assert new["events"] == f"/api/deployments/{new['id']}/events/"
-    assert user.get(f"/api/deployments/{new['id']}/").json()["id"] == new["id"], "everyone reads deployments"
+    assert new["id"] in [d["id"] for d in user.get("/api/deployments/").json()["results"]], "everyone lists them"
+    assert user.get(f"/api/deployments/{new['id']}/").status_code == 403, "their laptops and servers are admins'"
     for refused in (user.post(f"/api/deployments/{new['id']}/stop/"), user.post("/api/deployments/", PLAN,
                                                                              "application/json")):
         assert refused.status_code == 403
