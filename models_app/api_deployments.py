@@ -5,7 +5,6 @@ services the deployment page uses (models_app/deploy.py, removal.py)."""
 from typing import Any
 
 from asgiref.sync import sync_to_async
-from django.db import transaction
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema, Status
@@ -27,6 +26,7 @@ from models_app import deploy, removal
 from models_app.api import PlanIn, plan_form
 from models_app.models import Deployment, DeploymentStatus
 from models_app.planning import PlanningError
+from models_app.tasks import prepare_soon
 
 router = Router()
 SETTLED = (DeploymentStatus.FAILED, DeploymentStatus.STOPPED)
@@ -135,9 +135,7 @@ def create(request: HttpRequest, payload: PlanIn):
                                    head_layers=data["head_layers"], preseed=data["preseed"], slots=data["slots"])
     except PlanningError as exc:
         raise ApiError(f"Nothing was started: {exc}", 409) from None
-    from models_app.tasks import prepare_deployment
-
-    transaction.on_commit(lambda: prepare_deployment.delay(deployment.pk))
+    prepare_soon(deployment)
     return Status(202, deployment_detail(deployment))
 
 
@@ -214,14 +212,15 @@ def verify(request: HttpRequest, pk: int):
     return Status(202, {"id": pk, "verification": Deployment.objects.get(pk=pk).verification})
 
 
-@router.post("/{int:pk}/default/", response={200: DeploymentDetail, **errors(403, 404)},
-             summary="Make it the one the chat page and /v1/ offer first")
+@router.post("/{int:pk}/default/", response={200: DeploymentDetail, **errors(403, 404, 409)},
+             summary="Make it the one the chat page and /v1/ offer first (it must take jobs)")
 def make_default(request: HttpRequest, pk: int):
-    deployment_of(request, pk, "choose the default deployment")
-    with transaction.atomic():
-        Deployment.objects.filter(is_default=True).update(is_default=False)
-        Deployment.objects.filter(pk=pk).update(is_default=True)
-    return deployment_detail(Deployment.objects.get(pk=pk))
+    deployment = deployment_of(request, pk, "choose the default deployment")
+    try:
+        deploy.make_default(deployment)
+    except PlanningError as exc:
+        raise ApiError(str(exc), 409) from None
+    return deployment_detail(deployment)
 
 
 @router.post("/{int:pk}/again/", response={202: DeploymentDetail, **errors(403, 404, 409)},
@@ -233,9 +232,7 @@ def again(request: HttpRequest, pk: int,
         fresh = deploy.again(deployment, ready_only, request.auth)
     except PlanningError as exc:
         raise ApiError(f"Nothing was started: {exc}", 409) from None
-    from models_app.tasks import prepare_deployment
-
-    transaction.on_commit(lambda: prepare_deployment.delay(fresh.pk))
+    prepare_soon(fresh)
     fresh.refresh_from_db()  # the chat's default may have passed to it
     return Status(202, deployment_detail(fresh))
 

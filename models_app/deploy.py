@@ -273,6 +273,17 @@ def stop(deployment: Deployment, status: str = DeploymentStatus.STOPPED, detail:
 
 
 
+def make_default(deployment: Deployment) -> None:
+    """The deployment the chat page and /v1/ offer first; refused (PlanningError) unless it takes jobs."""
+    if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
+        raise PlanningError(f"{deployment} is {deployment.get_status_display().lower()}: only a deployment "
+                            "that takes jobs can be the default.")
+    with transaction.atomic():
+        Deployment.objects.filter(is_default=True).update(is_default=False)
+        Deployment.objects.filter(pk=deployment.pk).update(is_default=True)
+    deployment.is_default = True
+
+
 def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
     """A new deployment of the same model with the same settings, on the same laptops in the same order
     (`ready_only`: those of them that are ready now, re-planned); the old one is stopped if it still holds

@@ -2,7 +2,6 @@
 
 from django import forms
 from django.contrib import messages
-from django.db import transaction
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -14,6 +13,7 @@ from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
 from models_app import deploy, removal
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from models_app.planning import MAX_SLOTS, PlanningError, as_record, make_plan, people_at_once, why_these_slots
+from models_app.tasks import prepare_soon
 from nodes.models import Node, NodeStatus, ServerStatus
 
 MODES = ("fastest", "memory", "even")
@@ -102,9 +102,7 @@ def create_deployment(request: HttpRequest) -> HttpResponse:
     except PlanningError as exc:
         messages.error(request, f"Nothing was started: {exc}")
         return redirect("models:plan")
-    from models_app.tasks import prepare_deployment
-
-    transaction.on_commit(lambda: prepare_deployment.delay(deployment.pk))
+    prepare_soon(deployment)
     return redirect("models:deployment", pk=deployment.pk)
 
 
@@ -196,9 +194,7 @@ def deploy_again(request: HttpRequest, pk: int, ready_only: bool) -> HttpRespons
         fresh = deploy.again(deployment, ready_only, request.user)
     except PlanningError as exc:
         return confirm.refuse(request, question, f"Nothing was started: {exc}", back)
-    from models_app.tasks import prepare_deployment
-
-    transaction.on_commit(lambda: prepare_deployment.delay(fresh.pk))
+    prepare_soon(fresh)
     messages.success(request, f"Deployment #{fresh.pk} replaces #{pk}; it is being prepared.")
     return redirect("models:deployment", pk=fresh.pk)
 
@@ -233,10 +229,12 @@ def verify_deployment(request: HttpRequest, pk: int) -> HttpResponse:
 def make_default(request: HttpRequest, pk: int) -> HttpResponse:
     """The deployment the chat page offers first."""
     deployment = get_object_or_404(Deployment, pk=pk)
-    with transaction.atomic():
-        Deployment.objects.filter(is_default=True).update(is_default=False)
-        Deployment.objects.filter(pk=pk).update(is_default=True)
-    messages.success(request, f"{deployment} is now the chat page's default.")
+    try:
+        deploy.make_default(deployment)
+    except PlanningError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"{deployment} is now the chat page's default.")
     return redirect("models:deployment", pk=pk)
 
 

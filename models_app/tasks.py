@@ -2,6 +2,7 @@ import hashlib
 import time
 
 from celery import shared_task
+from django.db import transaction
 
 from clusterpanel.broadcast import broadcast
 from models_app import tensor_cache
@@ -48,3 +49,8 @@ def prepare_deployment(deployment_id: int, measure_peak: bool = False) -> str:
     deployment = Deployment.objects.get(pk=deployment_id)
     deploy.prepare(deployment, measure_peak)
     return deployment.status
+
+
+def prepare_soon(deployment) -> None:
+    """A worker prepares it once what created it has committed (the page's Deploy, the API, a redeploy)."""
+    transaction.on_commit(lambda: prepare_deployment.delay(deployment.pk))

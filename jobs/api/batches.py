@@ -19,7 +19,6 @@ from clusterpanel.apikit import (
     described_as_events,
     errors,
     event_stream,
-    existing,
     follow,
     form_refusal,
     own_or_everyones,
@@ -76,13 +75,8 @@ def batch_row(batch: Batch) -> dict:
             "results": {"jsonl": f"{base}results/?format=jsonl", "csv": f"{base}results/?format=csv"}}
 
 
-def visible(user):
-    everything = Batch.objects.select_related("user", "deployment__model").order_by("-created", "-pk")
-    return everything if user.is_lab_admin else everything.filter(user=user)
-
-
 def own_batch(request: HttpRequest, pk: int) -> Batch:
-    found = visible(caller(request)).filter(pk=existing(pk, "batch")).first()
+    found = batches.own(caller(request), pk)
     if found is None:
         raise ApiError(f"There is no batch {pk} of yours.", 404)  # others' ids are not confirmed
     return found
@@ -113,7 +107,7 @@ def upload_batch(request: HttpRequest, file: File[UploadedFile],
 @router.get("/", response={200: Page[BatchOut], **errors(403)}, summary="List batches, newest first")
 def list_batches(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
                  limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
-    listed = own_or_everyones(request, visible(caller(request)), all, "batches")
+    listed = own_or_everyones(request, batches.visible(caller(request)), all, "batches")
     return paged(request, listed, batch_row, limit, offset)
 
 

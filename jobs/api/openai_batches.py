@@ -145,9 +145,9 @@ def batch_object(batch: Batch) -> dict:
 def own_batch(request: HttpRequest, batch_id: str) -> Batch:
     number = batch_id.removeprefix("batch_")
     found = None
-    if batch_id.startswith("batch_") and number.isascii() and number.isdigit() and int(number) < 2**63:
-        found = Batch.objects.select_related("deployment__model").filter(pk=int(number)).first()
-    if found is None or (found.user_id != request.user.pk and not request.user.is_lab_admin):
+    if batch_id.startswith("batch_") and number.isascii() and number.isdigit() and len(number) < 20:
+        found = batches.own(request.user, int(number))
+    if found is None:
         raise InputError(f"No batch found with id '{batch_id}'.", "batch_id", status=404)
     return found
 

@@ -69,6 +69,19 @@ def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_i
     return batch
 
 
+def visible(user):
+    """The batches a person may see: their own; a lab admin's, everyone's."""
+    everything = Batch.objects.select_related("user", "deployment__model").order_by("-created", "-pk")
+    return everything if user.is_lab_admin else everything.filter(user=user)
+
+
+def own(user, pk) -> Batch | None:
+    """Batch `pk` if `user` may see it; None otherwise (another's is not confirmed to exist)."""
+    if isinstance(pk, bool) or not isinstance(pk, int) or not 0 < pk < 2**63:
+        return None
+    return visible(user).filter(pk=pk).first()
+
+
 def last_attempts(batch: Batch):
     """Each input line's last job (the one no retry replaced)."""
     return batch.items.filter(retry__isnull=True)

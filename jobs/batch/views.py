@@ -3,7 +3,7 @@
 from django.conf import settings
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse
-from django.shortcuts import get_object_or_404, redirect, render
+from django.shortcuts import redirect, render
 from django.template.defaultfilters import pluralize
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
@@ -16,11 +16,6 @@ from jobs.models import Batch
 from jobs.queue.queueing import QueueError
 
 SHOWN_REJECTED = 200
-
-
-def visible(user):
-    everything = Batch.objects.select_related("deployment__model", "user")
-    return everything if user.is_lab_admin else everything.filter(user=user)
 
 
 def batch_list(request: HttpRequest) -> HttpResponse:
@@ -39,7 +34,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
             messages.success(request, queued_message(batch.items.count(), len(batch.rejected)))
             return redirect("batches:detail", pk=batch.pk)
     return render(request, "jobs/batches.html", {
-        "form": form, "batches": visible(request.user)[:50], "rejected": rejected[:SHOWN_REJECTED],
+        "form": form, "batches": batches.visible(request.user)[:50], "rejected": rejected[:SHOWN_REJECTED],
         "more_rejected": max(len(rejected) - SHOWN_REJECTED, 0), "max_lines": settings.BATCH_MAX_LINES,
         "max_bytes": settings.BATCH_MAX_BYTES}, status=400 if form.errors else 200)
 
@@ -50,8 +45,8 @@ def queued_message(queued: int, rejected: int) -> str:
 
 
 def batch_for(request: HttpRequest, pk: int) -> Batch:
-    batch = get_object_or_404(Batch.objects.select_related("deployment__model"), pk=pk)
-    if batch.user_id != request.user.pk and not request.user.is_lab_admin:
+    batch = batches.own(request.user, pk)
+    if batch is None:
         raise Http404("No such batch.")
     return batch
 

@@ -50,7 +50,8 @@ def test_the_openai_client_runs_a_chat_batch_and_reads_its_files(on_the_head, we
     run_waiting(batch.id)
 
     done = client.batches.retrieve(batch.id)
-    assert done.status == "completed" and done.request_counts.completed == 2 and done.request_counts.failed == 1
+    assert done.status == "completed" and done.request_counts.completed == 2 and done.request_counts.failed == 1, \
+        [(job.line, job.status, job.error) for job in Job.objects.all()]
     output = [json.loads(line) for line in client.files.content(done.output_file_id).text.splitlines()]
     assert [line["custom_id"] for line in output] == ["q1", "q2"]
     assert all(line["response"]["status_code"] == 200 and line["response"]["body"]["choices"][0]["message"]["content"]

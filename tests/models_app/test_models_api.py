@@ -90,8 +90,9 @@ def test_a_deployment_by_script_from_plan_to_removal(admin, user, lab):
 
     verify = admin.post(f"/api/deployments/{new['id']}/verify/")
     assert verify.status_code == 409 and "Only a ready deployment" in verify.json()["error"]
-    assert admin.post(f"/api/deployments/{new['id']}/default/").json()["is_default"]
+    assert admin.post(f"/api/deployments/{new['id']}/default/").status_code == 409, "it takes no jobs yet"
     Deployment.objects.filter(pk=new["id"]).update(status=DeploymentStatus.READY)  # as if prepared
+    assert admin.post(f"/api/deployments/{new['id']}/default/").json()["is_default"]
     assert admin.delete(f"/api/deployments/{new['id']}/").status_code == 409, "not while it holds laptops"
     stopped = admin.post(f"/api/deployments/{new['id']}/stop/")
     assert stopped.status_code == 200 and stopped.json()["status"] == "stopped"
