@@ -10,7 +10,7 @@ greedy, `max_tokens` tokens, its own prompt asking for a long essay; there is no
 counted as generated, from the usage chunk). Per client count and system: aggregate generated tokens/s
 (all tokens over the wall time from the first request to the last token), time to first token and the gaps
 between tokens as the clients saw them (p50/p95 over all rounds). Ratios are taken round by round, then the
-median. A second table: a batch file of `--batch-lines` lines uploaded to each deployment (jobs.batch.batches, as
+median. A second table: a batch file of `--batch-lines` lines uploaded to each deployment (jobs.batching.batches, as
 the REST API does), time until every item is done, slots=1 against slots=S.
 
 llama-server keeps each slot's last prompt and reads only what a new request does not share with it (its
@@ -112,7 +112,7 @@ def batch_lines(count: int, tokens: int, round_no: int) -> bytes:
 def batch_time(deployment, lines: bytes) -> tuple[float, int]:
     """Seconds from the upload to the last item done, and how many items did not succeed."""
     from clusterpanel.models import User
-    from jobs.batch import batches
+    from jobs.batching import batches
     from jobs.models import JobStatus
 
     started = time.monotonic()

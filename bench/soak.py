@@ -139,7 +139,7 @@ def main() -> None:
     args = parser.parse_args()
     with scratch_panel(collector=True) as panel:
         from clusterpanel.models import ApiToken, Role, User
-        from jobs.batch import batches
+        from jobs.batching import batches
         from jobs.models import JobStatus
         from models_app.library import ensure_bundled
 

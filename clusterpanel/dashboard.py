@@ -88,7 +88,7 @@ def held_layers() -> dict[int, list[str]]:
 def own_work(user) -> dict:
     """A plain user's dashboard: the models ready to use, their work in flight, their latest conversations
     and batches."""
-    from jobs.batch import batches as batch_counts
+    from jobs.batching import batches as batch_counts
     from jobs.queue import queueing
 
     in_flight = list(Job.objects.filter(user=user, status__in=(JobStatus.QUEUED, JobStatus.RUNNING))

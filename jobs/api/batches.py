@@ -26,9 +26,9 @@ from clusterpanel.apikit import (
 )
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.batch import batches, output
-from jobs.batch.batchfile import FileRefused
-from jobs.batch.forms import BatchUploadForm
+from jobs.batching import batches, output
+from jobs.batching.batchfile import FileRefused
+from jobs.batching.forms import BatchUploadForm
 from jobs.models import Batch
 from jobs.queue.queueing import QueueError
 

@@ -15,9 +15,9 @@ from clusterpanel import apiauth
 from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_views import refused
-from jobs.batch import batches, files, output
-from jobs.batch.batchfile import ENDPOINTS, FileRefused
-from jobs.batch.files import FileError
+from jobs.batching import batches, files, output
+from jobs.batching.batchfile import ENDPOINTS, FileRefused
+from jobs.batching.files import FileError
 from jobs.models import ApiFile, Batch
 from jobs.queue.queueing import QueueError
 

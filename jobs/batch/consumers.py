@@ -3,7 +3,7 @@
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
-from jobs.batch import batches
+from jobs.batching import batches
 from jobs.models import Batch
 
 

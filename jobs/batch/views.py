@@ -9,9 +9,9 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
-from jobs.batch import batches, output
-from jobs.batch.batchfile import FileRefused
-from jobs.batch.forms import BatchUploadForm
+from jobs.batching import batches, output
+from jobs.batching.batchfile import FileRefused
+from jobs.batching.forms import BatchUploadForm
 from jobs.models import Batch
 from jobs.queue.queueing import QueueError
 

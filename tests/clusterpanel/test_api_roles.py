@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from clusterpanel.models import ApiToken, Role, User
-from jobs.batch import files
+from jobs.batching import files
 from jobs.models import Batch, Job, JobKind
 from nodes.models import Node, NodeAction, RpcServer
 from tests.jobs.standins import ready_deployment

@@ -14,7 +14,7 @@ from kombu.exceptions import OperationalError
 
 from clusterpanel.models import ApiToken
 from jobs import messages
-from jobs.batch import batches
+from jobs.batching import batches
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
 from models_app.api_deployments import usable_or_settled

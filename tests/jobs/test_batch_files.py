@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jobs.batch.batchfile import FileRefused, parse
+from jobs.batching.batchfile import FileRefused, parse
 
 CHAT = "/v1/chat/completions"
 

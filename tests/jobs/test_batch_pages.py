@@ -8,8 +8,8 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.utils import timezone
 
 from clusterpanel.models import Role, User
-from jobs.batch import batches
-from jobs.batch import output as batch_output
+from jobs.batching import batches
+from jobs.batching import output as batch_output
 from jobs.engine import recovery
 from jobs.models import Batch, Job, JobKind, JobStatus
 from jobs.params import Params

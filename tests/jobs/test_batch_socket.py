@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from clusterpanel.asgi import application
 from clusterpanel.broadcast import broadcast
 from clusterpanel.models import Role, User
-from jobs.batch import batches
+from jobs.batching import batches
 from jobs.models import JobStatus
 from tests.conftest import PASSWORD
 from tests.jobs.standins import ready_deployment

@@ -12,7 +12,7 @@ import pytest
 import requests
 from django.utils import timezone
 
-from jobs.batch import output
+from jobs.batching import output
 from jobs.models import Batch, Job, JobStatus
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus

@@ -98,7 +98,7 @@ def test_it_exits_non_zero_without_root():
     code = (
         "import os, sys, django; django.setup(); "
         "from django.core.management import execute_from_command_line; "
-        "import nodes.management.commands.simlan, django.core.management.base; "
+        "import nodes.management.commands.simlan, django.core.management.base, clusterpanel.urls; "
         "os.setgid(65534); os.setuid(65534); "
         "execute_from_command_line(['manage.py', 'simlan', 'up', '1', '--name', 'life'])"
     )

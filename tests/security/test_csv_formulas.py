@@ -13,8 +13,8 @@ import json
 import pytest
 from django.test import Client
 
-from jobs.batch import batches
-from jobs.batch import output as batch_output
+from jobs.batching import batches
+from jobs.batching import output as batch_output
 from jobs.engine import serve
 from jobs.models import Batch, JobStatus
 from models_app.models import Deployment

@@ -1,5 +1,5 @@
 """Files as OpenAI's Files API knows them: a batch's input, kept as sent, and a finished batch's output and
-error files (written by jobs/batch/output.py)."""
+error files (written by jobs/batching/output.py)."""
 
 import re
 

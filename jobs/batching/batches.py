@@ -11,8 +11,8 @@ from django.db.models import Count
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
-from jobs.batch import batchfile, files
-from jobs.batch.batchfile import Parsed
+from jobs.batching import batchfile, files
+from jobs.batching.batchfile import Parsed
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
 from models_app.models import Deployment

@@ -15,7 +15,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.http import HttpResponse
 
-from jobs.batch.batches import last_attempts
+from jobs.batching.batches import last_attempts
 from jobs.models import ApiFile, Batch, Job, JobStatus
 
 CSV_FIELDS = ["line", "custom_id", "status", "output", "error", "finish_reason", "prompt_tokens",
