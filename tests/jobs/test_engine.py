@@ -2,6 +2,9 @@
 cancel stops within a token; a laptop killed mid-generation fails the job by name, the deployment is
 re-planned on the laptops left and the job retried."""
 
+import asyncio
+import os
+import signal
 import time
 
 import requests
@@ -9,7 +12,7 @@ import requests
 from jobs.engine import oneshot, verify
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
-from models_app.models import DeploymentStatus
+from models_app.models import Deployment, DeploymentStatus
 from nodes import ssh
 from nodes.models import RpcServer
 from tests.conftest import wait_until
@@ -42,13 +45,26 @@ def test_a_socket_opened_mid_stream_gets_everything_once(cluster, bob):
 
 
 def test_cancel_stops_generation_within_one_token(cluster, bob):
+    """Counted from the moment the engine can know: the engine is paused (SIGSTOP) while the cancel travels
+    socket → consumer → Redis → the engine's subscriber, so a busy machine's delivery time is not counted."""
     job = chat(cluster, bob, QUESTION, max_tokens=2000)
+    engine = Deployment.objects.get(pk=cluster.pk).engine["worker"]
     asked = {}
 
     async def cancel_after_five(comm, events):
-        if "at" not in asked and sum(e["event"] == "token" for e in events) >= 5:
-            asked["at"] = time.time()
+        if "at" in asked or sum(e["event"] == "token" for e in events) < 5:
+            return
+        os.killpg(engine, signal.SIGSTOP)
+        try:
             await comm.send_json_to({"action": "cancel"})
+            deadline = time.monotonic() + 10
+            while not queueing.stream.store().exists(queueing.cancel_key(job.pk)):
+                assert time.monotonic() < deadline, "the cancel never reached Redis"
+                await asyncio.sleep(0.02)
+            await asyncio.sleep(0.3)  # the publish right after the key, into the paused engine's socket
+            asked["at"] = time.time()
+        finally:
+            os.killpg(engine, signal.SIGCONT)
 
     events = listen(job, bob, on_event=cancel_after_five)
     job.refresh_from_db()
