@@ -14,6 +14,7 @@ from jobs.api.batches import router as batches
 from jobs.api.views import router as jobs
 from models_app.api import models, plans
 from models_app.api_deployments import router as deployments
+from models_app.api_uploads import router as uploads
 from nodes.api import router as nodes
 from nodes.api_actions import router as node_actions
 
@@ -27,6 +28,7 @@ install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
 api.add_router("/batches/", batches, tags=["batches"])
 api.add_router("/models/", models, tags=["models"])
+api.add_router("/uploads/", uploads, tags=["models"])
 api.add_router("/plans/", plans, tags=["plans"])
 api.add_router("/deployments/", deployments, tags=["deployments"])
 api.add_router("/nodes/", nodes, tags=["laptops"])

@@ -16,14 +16,14 @@ from django.template.defaultfilters import filesizeformat
 # What a multipart form adds around a batch file: boundaries, part headers, the CSRF token, the deployment.
 FORM_ROOM = 64 << 10
 
-JSON_ERRORS = ("/api/", "/models/uploads/")  # {"error": sentence, "field": null}, as jobs/api/rest.py answers
+JSON_ERRORS = ("/api/",)  # {"error": sentence, "field": null}, as the API answers (clusterpanel/apikit.py)
 OPENAI_ERRORS = ("/v1/",)  # OpenAI's error object, as docs/api.md shows
 
 
 def route_limits() -> dict[str, int]:
     """URL name → the largest body its view takes, where that is more than a JSON body."""
     batch_form = settings.BATCH_MAX_BYTES + FORM_ROOM  # the page's form, the API's and OpenAI's Files upload
-    return {"models:upload": settings.UPLOAD_CHUNK_BYTES, "batches:list": batch_form, "api:upload_batch": batch_form,
+    return {"api:upload": settings.UPLOAD_CHUNK_BYTES, "batches:list": batch_form, "api:upload_batch": batch_form,
             "openai-files": batch_form}
 
 

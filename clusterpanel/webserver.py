@@ -93,7 +93,7 @@ class LimitedRequest(WebRequest):
 
 
 def route_name(path: bytes) -> str | None:
-    """The URL name of the view a request path goes to ("models:upload"), None when none does. The path is
+    """The URL name of the view a request path goes to ("api:upload"), None when none does. The path is
     taken as daphne hands it to Django (everything before "?", unquoted), so both see the same route; an
     absolute-form target ("http://host/...") goes to no view of the panel."""
     try:

@@ -1,12 +1,10 @@
 from django.urls import path
 
-from models_app import plan_views, upload_views, views
+from models_app import plan_views, views
 
 app_name = "models"
 urlpatterns = [
     path("", views.model_list, name="list"),
-    path("uploads/", upload_views.start_upload, name="uploads"),
-    path("uploads/<uuid:pk>/", upload_views.upload, name="upload"),
     path("plan/", plan_views.plan_page, name="plan"),
     path("deployments/", plan_views.deployment_list, name="deployments"),
     path("deployments/new/", plan_views.create_deployment, name="deploy"),

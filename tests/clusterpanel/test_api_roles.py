@@ -35,7 +35,10 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("DELETE", "/api/deployments/{pk}/"): None, ("GET", "/api/deployments/{pk}/"): None,
     ("GET", "/api/deployments/{pk}/events/"): None, ("GET", "/api/deployments/{pk}/verification/"): None,
     ("GET", "/api/deployments/{pk}/verification/events/"): None,
+    ("GET", "/api/uploads/"): None, ("POST", "/api/uploads/"): {"name": "m.gguf", "size": 1000},
+    ("GET", "/api/uploads/{pk}/"): None, ("PATCH", "/api/uploads/{pk}/"): None, ("DELETE", "/api/uploads/{pk}/"): None,
 }
+AN_UPLOAD = "00000000-0000-4000-8000-000000000000"
 EVERYONE = {
     ("GET", "/api/jobs/"), ("POST", "/api/jobs/"), ("GET", "/api/jobs/{pk}/"), ("POST", "/api/jobs/{pk}/cancel/"),
     ("GET", "/api/batches/"), ("POST", "/api/batches/"), ("GET", "/api/batches/{pk}/"),
@@ -63,12 +66,14 @@ def filled(path: str, lab: dict) -> str:
     if path.startswith("/api/nodes/{name}/actions/{pk}"):
         path = path.replace("{pk}", str(lab["action"]))
     path = path.replace("/api/models/{name}", "/api/models/standin").replace("{name}", lab["name"])
+    path = path.replace("/api/uploads/{pk}", f"/api/uploads/{AN_UPLOAD}")
     return path.replace("{pk}", str(lab["deployment"]))
 
 
 def call(client: Client, method: str, path: str, body):
-    return getattr(client, method.lower())(path, body, content_type="application/json") if body is not None \
-        else getattr(client, method.lower())(path)
+    send = getattr(client, method.lower())
+    chunk_at = {"HTTP_UPLOAD_OFFSET": "0"}  # what an upload's chunk must carry; nothing else reads it
+    return send(path, body, content_type="application/json", **chunk_at) if body is not None else send(path, **chunk_at)
 
 
 def token(user, read_only: bool = False) -> Client:

@@ -36,7 +36,7 @@ def watch_chunks(page, drop: int | None = None) -> list[tuple[int, int]]:
         sent.append((int(route.request.headers["upload-offset"]), len(route.request.post_data_buffer or b"")))
         return route.abort("connectionreset") if len(sent) - 1 == drop else route.continue_()
 
-    page.route("**/models/uploads/*/", on_the_way)
+    page.route("**/api/uploads/*/", on_the_way)
     return sent
 
 
@@ -94,7 +94,7 @@ def start_by_hand(page, base_url: str, name: str, data: bytes, until: int) -> di
     """An upload begun by an HTTP client in the browser's session and left unfinished, as a dropped tab leaves it."""
     token = next(c["value"] for c in page.context.cookies() if c["name"] == "csrftoken")
     headers = {"X-CSRFToken": token, "Referer": f"{base_url}/models/"}
-    answer = page.request.post(f"{base_url}/models/uploads/", headers={**headers, "Content-Type": "application/json"},
+    answer = page.request.post(f"{base_url}/api/uploads/", headers={**headers, "Content-Type": "application/json"},
                                data=json.dumps({"name": name, "size": len(data), "modified": 1_700_000_000_000}))
     assert answer.status == 201, answer.text()
     upload = answer.json()

@@ -7,8 +7,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.test import Client
 from django.utils import timezone
 
+from clusterpanel.models import ApiToken, Role, User
 from models_app.models import GgufModel, Upload
 from tests.conftest import PASSWORD
 from tests.models_app.gguf_files import write_gguf
@@ -50,7 +52,7 @@ def test_it_refuses_a_chunk_past_the_announced_size_or_too_big(admin, model_byte
     url = start(admin, "n.gguf", len(model_bytes)).json()["url"]
     too_big = send(admin, url, model_bytes[:CHUNK + 1], 0)
     assert too_big.status_code == 413 and f"at most {CHUNK} bytes" in too_big.json()["error"]
-    assert [admin.get(f"/models/uploads/{u.pk}/").json()["offset"] for u in Upload.objects.all()] == [0, 0], \
+    assert [admin.get(f"/api/uploads/{u.pk}/").json()["offset"] for u in Upload.objects.all()] == [0, 0], \
         "a refused chunk leaves the upload as it was"
 
 
@@ -118,3 +120,26 @@ def test_it_never_replaces_a_file_already_in_the_models_folder(admin, model_byte
     assert there.read_bytes() == b"someone else's file"
     assert not Upload.objects.exists() and not GgufModel.objects.exists()
     assert not any(Path(settings.UPLOAD_DIR).iterdir())
+
+
+def test_a_script_uploads_with_a_token_and_sees_the_model_in_the_library(alice, settings, empty_folders, model_bytes):
+    """The API's door is the page's: a bearer token does what the Models page's uploader does."""
+    settings.UPLOAD_CHUNK_BYTES = CHUNK
+    script = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'uploads')[1]}")
+    started = start(script, "from-a-script.gguf", len(model_bytes), model_name="scripted")
+    assert started.status_code == 201 and started.json()["chunk"] == CHUNK, started.content
+    assert [u["id"] for u in script.get("/api/uploads/").json()] == [started.json()["id"]]
+    done = send_all(script, started.json()["url"], model_bytes, CHUNK)
+    assert done.status_code == 201 and done.json()["model"] == "scripted", done.content
+    assert script.get("/api/models/scripted/").json()["layers"] == GgufModel.objects.get().n_layer
+    assert script.get("/api/uploads/").json() == [] and not any(Path(settings.UPLOAD_DIR).iterdir())
+
+
+def test_an_upload_is_its_owners_alone(client, alice, empty_folders):
+    client.login(username="alice", password=PASSWORD)
+    url = start(client, "m.gguf", 1000).json()["url"]
+    other = User.objects.create_user("dana", "d@example.org", PASSWORD, role=Role.ADMIN)
+    client.force_login(other)
+    assert client.get(url).status_code == 404 and client.delete(url).status_code == 404
+    assert send(client, url, b"GGUF", 0).status_code == 404 and client.get("/api/uploads/").json() == []
+    assert Upload.objects.get().received == 0

@@ -9,7 +9,7 @@ from models_app.models import GgufModel, Upload
 
 
 def start(client, name: str, size: int, modified: int = 1_700_000_000_000, model_name: str = ""):
-    return client.post("/models/uploads/", json.dumps(
+    return client.post("/api/uploads/", json.dumps(
         {"name": name, "size": size, "modified": modified, "model_name": model_name}), content_type="application/json")
 
 

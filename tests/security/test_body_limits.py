@@ -137,7 +137,7 @@ def test_it_refuses_a_body_over_its_route_limit_whatever_credentials_are_shown(w
     assert json.loads(body) == {"error": "The request body is 200.0\xa0MB; the panel takes at most 4.0\xa0MB here.",
                                 "field": None}
 
-    path = "/models/uploads/00000000-0000-0000-0000-000000000000/"
+    path = "/api/uploads/00000000-0000-0000-0000-000000000000/"
     over = settings.UPLOAD_CHUNK_BYTES + 1
     head = request_head("PATCH", path, {"Cookie": "sessionid=made-up", "Content-Length": str(over)})
     sent, seconds, raw = push(web_server, head, plain(over), over)
@@ -157,7 +157,7 @@ def admin_session(web_server, alice) -> requests.Session:
 
 def test_it_takes_a_model_upload_chunk_of_the_full_size(web_server, admin_session):
     chunk = b"GGUF" + (3).to_bytes(4, "little") + bytes(settings.UPLOAD_CHUNK_BYTES - 8)
-    started = admin_session.post(f"{web_server}/models/uploads/", timeout=30, json={
+    started = admin_session.post(f"{web_server}/api/uploads/", timeout=30, json={
         "name": "big.gguf", "size": 2 * len(chunk), "modified": 1})
     assert started.status_code == 201, started.text
     url = f"{web_server}{started.json()['url']}"
@@ -196,11 +196,11 @@ def test_it_takes_a_v1_body_as_large_as_django_takes(web_server, bob):
 
 
 def test_it_sizes_the_limit_by_caller_and_route():
-    assert route_name(b"/models/uploads/00000000-0000-0000-0000-000000000000/?x=1") == "models:upload"
+    assert route_name(b"/api/uploads/00000000-0000-0000-0000-000000000000/?x=1") == "api:upload"
     assert route_name(b"/jobs/batches/") == "batches:list" and route_name(b"/no/such/page/") is None
-    for route in ("models:upload", "batches:list", "openai-chat"):
+    for route in ("api:upload", "batches:list", "openai-chat"):
         assert limit_for(False, lambda: route) == settings.BODY_MAX_ANONYMOUS_BYTES == 64 << 10  # noqa: B023
-    assert limit_for(True, lambda: "models:upload") == settings.UPLOAD_CHUNK_BYTES
+    assert limit_for(True, lambda: "api:upload") == settings.UPLOAD_CHUNK_BYTES
     assert limit_for(True, lambda: "batches:list") == settings.BATCH_MAX_BYTES + FORM_ROOM
     assert limit_for(True, lambda: "openai-chat") == settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     for door in (b"/api/batches/", b"/v1/files"):  # a batch file by script takes what the page's form does

@@ -1,5 +1,6 @@
-"""Issue 12, item 6 (the upload's part): odd numbers in the upload protocol answer a 400 in its shape
-({"error": ...}), never a 500, and start nothing: no upload row, no part file."""
+"""Issue 12, item 6 (the upload's part): odd numbers in the upload protocol answer a 400 in the API's shape
+({"error", "field"}) naming the field, never a 500, and start nothing: no upload row, no part file. The API
+takes JSON types as declared (issue 15): a whole number is a JSON integer, not 1e3 nor "1000"."""
 
 import pytest
 from django.conf import settings
@@ -20,6 +21,8 @@ STARTS = {
     "a size in other digits": f'{{{NAME}, "size": "\\u0661\\u0662", "modified": 1}}',
     "a size as a list": f'{{{NAME}, "size": [1000], "modified": 1}}',
     "a negative size": f'{{{NAME}, "size": -1000, "modified": 1}}',
+    "a size of 1e3": f'{{{NAME}, "size": 1e3, "modified": 1}}',
+    "a date in digits": f'{{{NAME}, "size": 1000, "modified": "1700000000000"}}',
 }
 
 
@@ -38,23 +41,25 @@ def assert_nothing_started() -> None:
 
 @pytest.mark.parametrize("body", STARTS.values(), ids=STARTS.keys())
 def test_it_answers_odd_numbers_in_a_start_with_a_400(admin, body):
-    answer = admin.post("/models/uploads/", body, content_type="application/json")
+    answer = admin.post("/api/uploads/", body, content_type="application/json")
     assert answer.status_code == 400, answer.content[:300]
-    assert "whole numbers" in answer.json()["error"]
+    refusal = answer.json()
+    assert refusal["field"] in ("size", "modified") and refusal["error"].startswith(refusal["field"] + ":"), refusal
     assert_nothing_started()
 
 
-def test_it_still_takes_whole_numbers_given_as_floats_or_text(admin):
-    answer = admin.post("/models/uploads/", f'{{{NAME}, "size": 1e3, "modified": "1700000000000"}}',
+def test_it_takes_whole_numbers_up_to_what_the_database_holds(admin):
+    answer = admin.post("/api/uploads/", f'{{{NAME}, "size": 1000, "modified": {2**63 - 1}}}',
                         content_type="application/json")
     assert answer.status_code == 201 and answer.json()["size"] == 1000
-    assert Upload.objects.get().modified == 1_700_000_000_000
+    assert Upload.objects.get().modified == 2**63 - 1
 
 
 @pytest.mark.parametrize("offset", ["\u00b2", "-1", "1e3", str(2**64), ""])
 def test_it_answers_an_odd_chunk_offset_with_a_400(admin, offset):
-    url = admin.post("/models/uploads/", f'{{{NAME}, "size": 1000, "modified": 1}}',
+    url = admin.post("/api/uploads/", f'{{{NAME}, "size": 1000, "modified": 1}}',
                      content_type="application/json").json()["url"]
     answer = admin.patch(url, b"GGUF", content_type="application/octet-stream", headers={"Upload-Offset": offset})
-    assert answer.status_code == 400 and "Upload-Offset" in answer.json()["error"], answer.content[:300]
+    assert answer.status_code == 400 and answer.json()["field"] == "Upload-Offset", answer.content[:300]
+    assert "Upload-Offset" in answer.json()["error"]
     assert Upload.objects.get().received == 0

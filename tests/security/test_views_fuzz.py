@@ -318,7 +318,7 @@ UPLOAD = {"name": "tiny.gguf", "size": 1024, "modified": 1_700_000_000_000, "mod
 @given(body=body_of(UPLOAD) | RAW_BODIES)
 def test_it_answers_upload_starts_in_shape(alice, body):
     raw = body if isinstance(body, bytes) else encoded(body)
-    page_json_shape(post_json(signed_in(alice), "/models/uploads/", raw))
+    page_json_shape(post_json(signed_in(alice), "/api/uploads/", raw))
 
 
 @EXAMPLES
@@ -326,10 +326,10 @@ def test_it_answers_upload_starts_in_shape(alice, body):
 def test_it_answers_upload_chunks_in_shape(alice, offset, chunk):
     upload = Upload.objects.filter(owner=alice).first()
     if upload is None:
-        started = post_json(signed_in(alice), "/models/uploads/", encoded(UPLOAD))
+        started = post_json(signed_in(alice), "/api/uploads/", encoded(UPLOAD))
         upload = Upload.objects.get(pk=uuid.UUID(started.json()["id"]))
     header = offset.encode("utf-8", "surrogatepass").decode("latin-1")
-    page_json_shape(signed_in(alice).patch(f"/models/uploads/{upload.pk}/", chunk,
+    page_json_shape(signed_in(alice).patch(f"/api/uploads/{upload.pk}/", chunk,
                                            content_type="application/offset+octet-stream",
                                            HTTP_UPLOAD_OFFSET=header))
 
