@@ -27,6 +27,14 @@ class JobKind(models.TextChoices):
 
 
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
+STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins (jobs/engine/recovery.py)
+NOT_RETRIED = "Not retried."  # and what recovery adds to it when no retry will come
+
+
+def awaiting_retry() -> models.Q:
+    """Jobs failed by a laptop's death whose recovery has not yet said whether a retry comes (the retry, once
+    made, replaces them: a job's `retry` is then set)."""
+    return models.Q(status=JobStatus.FAILED, error__startswith=STOPPED) & ~models.Q(error__contains=NOT_RETRIED)
 
 
 class Conversation(models.Model):

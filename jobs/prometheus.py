@@ -10,12 +10,12 @@ sampler measures (a laptop's own counters restart with it).
 import time
 from collections.abc import Iterator
 
-from django.db.models import Count, Q, Sum
+from django.db.models import Count, Exists, OuterRef, Q, Sum
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from redis.exceptions import RedisError
 
-from jobs.models import FINISHED, Batch, Job, JobStatus
+from jobs.models import FINISHED, Batch, Job, JobStatus, awaiting_retry
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes import metrics
@@ -149,8 +149,10 @@ def tokens_so_far(job_ids: list[int]) -> int:
 
 
 def batches() -> Iterator[Metric]:
-    counted = Batch.objects.annotate(open=Count("items", filter=Q(items__status__in=(
-        JobStatus.QUEUED, JobStatus.RUNNING), items__retry__isnull=True))).filter(open__gt=0).count()
-    gauge = GaugeMetricFamily("clusterpanel_batches_in_progress", "Batches with requests still waiting or running.")
+    unfinished = Job.objects.filter(batch=OuterRef("pk"), retry__isnull=True).filter(
+        Q(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)) | awaiting_retry())  # as the Batches page counts
+    counted = Batch.objects.filter(Exists(unfinished)).count()
+    gauge = GaugeMetricFamily("clusterpanel_batches_in_progress",
+                              "Batches with requests still waiting, running or about to be retried.")
     gauge.add_metric([], float(counted))
     yield gauge

@@ -43,6 +43,8 @@ class Rejected(Schema):
 class Counts(Schema):
     queued: int
     running: int
+    retrying: int = Field(description="Failed when a laptop died; recovery is bringing the deployment back to "
+                                      "retry them. Not done yet.")
     succeeded: int
     failed: int
     cancelled: int

@@ -55,7 +55,7 @@ def batch_page(request: HttpRequest, pk: int) -> HttpResponse:
     batch = batch_for(request, pk)
     counts = batches.counts(batch)
     return render(request, "jobs/batch.html", {
-        "batch": batch, "counts": counts, "count_rows": [(status, counts[status]) for status in batches.STATUSES],
+        "batch": batch, "counts": counts, "count_rows": [(status, counts[status]) for status in batches.COUNTED],
         "rejected": batch.rejected[:SHOWN_REJECTED],
         "more_rejected": max(len(batch.rejected) - SHOWN_REJECTED, 0)})
 

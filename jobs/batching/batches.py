@@ -13,11 +13,13 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from jobs.batching import batchfile, files
 from jobs.batching.batchfile import Parsed
-from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
+from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus, awaiting_retry
 from jobs.queue import queueing
 from models_app.models import Deployment
 
 STATUSES = [status.value for status in JobStatus]
+COUNTED = [JobStatus.QUEUED.value, JobStatus.RUNNING.value, "retrying", JobStatus.SUCCEEDED.value,
+           JobStatus.FAILED.value, JobStatus.CANCELLED.value]  # as the Batches page shows them
 
 
 def group(batch_id: int) -> str:
@@ -88,11 +90,16 @@ def last_attempts(batch: Batch):
 
 
 def counts(batch: Batch) -> dict:
-    rows = last_attempts(batch).order_by().values("status").annotate(n=Count("pk"))
+    """Items by status. One a laptop's death failed is `retrying` (not yet done) until recovery queues its retry
+    or says why none comes: a batch is not finished, nor are its results written, while one may still run."""
+    last = last_attempts(batch)
+    rows = last.order_by().values("status").annotate(n=Count("pk"))
     by_status = {row["status"]: row["n"] for row in rows}
     result = {status: by_status.get(status, 0) for status in STATUSES}
+    result["retrying"] = last.filter(awaiting_retry()).count()
+    result[JobStatus.FAILED] -= result["retrying"]
     total = sum(result.values())
-    done = total - result[JobStatus.QUEUED] - result[JobStatus.RUNNING]
+    done = total - result[JobStatus.QUEUED] - result[JobStatus.RUNNING] - result["retrying"]
     return {**result, "total": total, "done": done, "rejected": len(batch.rejected),
             "finished": done == total, "cancelled_at": batch.cancelled.isoformat() if batch.cancelled else None}
 
@@ -100,7 +107,7 @@ def counts(batch: Batch) -> dict:
 def cancel_remaining(batch: Batch) -> int:
     """Cancel every item not yet started; running ones stop within a token. How many were stopped."""
     now = timezone.now()
-    if not batch.items.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
+    if counts(batch)["finished"]:
         return 0  # everything ended: a finished batch stays as it ended
     with transaction.atomic():
         Batch.objects.filter(pk=batch.pk, cancelled__isnull=True).update(cancelled=now)
@@ -108,10 +115,11 @@ def cancel_remaining(batch: Batch) -> int:
     running = list(batch.items.filter(status=JobStatus.RUNNING))
     for job in running:
         queueing.cancel(job)
+    retrying = last_attempts(batch).filter(awaiting_retry()).count()  # recovery sees the cancel: no retry comes
     batch.refresh_from_db()
     queueing.announce_positions(batch.deployment_id)
     broadcast(group(batch.pk), "batch.progress", {"cancelled": stopped})
-    return stopped + len(running)
+    return stopped + len(running) + retrying
 
 
 class StillRunning(ValueError):
@@ -121,7 +129,7 @@ class StillRunning(ValueError):
 def deletion(batch: Batch) -> list[str]:
     """What deleting the batch ends, or StillRunning: an item the engine holds must end before its row goes."""
     counted = counts(batch)
-    unfinished = counted[JobStatus.QUEUED] + counted[JobStatus.RUNNING]
+    unfinished = counted["total"] - counted["done"]
     if unfinished:
         raise StillRunning(f"{unfinished} of its requests are still running or waiting: cancel the remaining "
                            "ones first, then delete the batch.")

@@ -15,7 +15,7 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from jobs import messages
 from jobs.engine import runner
-from jobs.models import Job, JobStatus
+from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
 from jobs.queue import queueing, stream
 from models_app import deploy
 from models_app.models import Deployment, DeploymentStatus
@@ -24,8 +24,6 @@ from nodes import rpcserver, ssh
 from nodes.models import RpcServer
 
 log = logging.getLogger(__name__)
-STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins
-NOT_RETRIED = "Not retried."  # and what recovery adds to it when no retry will come
 
 
 def dead_laptops(deployment: Deployment) -> dict[str, str]:
@@ -182,9 +180,7 @@ def not_retried(jobs, why: str) -> None:
 def retry_state(job_id: int) -> tuple[bool, int | None]:
     """For a failed job: whether a retry may still come, and the retry once it is there. A job failed by
     a laptop's death waits until recovery either submits its retry or writes down why not."""
-    job = Job.objects.get(pk=job_id)
-    again = Job.objects.filter(retry_of=job).values_list("pk", flat=True).first()
+    again = Job.objects.filter(retry_of_id=job_id).values_list("pk", flat=True).first()
     if again is not None:
         return False, again
-    waiting = job.status == JobStatus.FAILED and job.error.startswith(STOPPED) and NOT_RETRIED not in job.error
-    return waiting, None
+    return Job.objects.filter(awaiting_retry(), pk=job_id).exists(), None

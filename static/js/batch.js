@@ -3,7 +3,7 @@
 import { live } from "./live.js";
 
 const card = document.getElementById("batch");
-const STATUSES = ["queued", "running", "succeeded", "failed", "cancelled", "rejected"];
+const STATUSES = ["queued", "running", "retrying", "succeeded", "failed", "cancelled", "rejected"];
 
 function show(counts) {
   for (const status of STATUSES) document.getElementById(`count-${status}`).textContent = counts[status];

@@ -5,9 +5,10 @@ import json
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import Role, User
+from clusterpanel.models import ApiToken, Role, User
 from jobs.batching import batches
 from jobs.batching import output as batch_output
 from jobs.engine import recovery
@@ -165,3 +166,49 @@ def test_cancel_remaining_cancels_what_has_not_started_and_stops_its_retries(ran
     assert not Job.objects.filter(retry_of=q4).exists(), "no retry once the batch is cancelled"
     row = batch_output.rows(ran)[-1]
     assert row.job.status == JobStatus.CANCELLED
+
+
+def test_a_line_waiting_for_its_retry_keeps_the_batch_unfinished_and_its_files_unwritten(bob, deployment):
+    """A laptop died under the last line: until recovery retries it or says why not, the batch is not done —
+    the page, /api and /v1 agree, and OpenAI's output file is not written without the retry's answer."""
+    batch = batches.from_file(bob, deployment, "two.csv", b"prompt\none\ntwo\n")
+    first, second = batch.items.order_by("line")
+    finish(first, JobStatus.SUCCEEDED, "Hello one")
+    finish(second, JobStatus.FAILED, error="Stopped: lap-2 stopped answering during generation.")
+
+    counts = batches.counts(batch)
+    assert (counts["retrying"], counts["failed"], counts["done"], counts["finished"]) == (1, 0, 1, False)
+    assert 'id="count-retrying">1<' in client_for(bob).get(f"/jobs/batches/{batch.pk}/").content.decode()
+    assert client_for(bob).get(f"/api/batches/{batch.pk}/").json()["counts"]["retrying"] == 1
+    script = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(bob, 'client')[1]}")
+    seen = script.get(f"/v1/batches/batch_{batch.pk}").json()
+    assert seen["status"] == "in_progress" and seen["output_file_id"] is None, seen
+    with pytest.raises(batches.StillRunning, match="1 of its requests"):
+        batches.deletion(batch)
+
+    retry = Job.objects.create(kind=JobKind.BATCH_ITEM, deployment=deployment, user=bob, batch=batch,
+                               line=second.line, messages=second.messages, params=second.params, retry_of=second)
+    assert batches.counts(batch)["retrying"] == 0 and batches.counts(batch)["queued"] == 1
+    finish(retry, JobStatus.SUCCEEDED, "Hello two")
+    done = script.get(f"/v1/batches/batch_{batch.pk}").json()
+    assert done["status"] == "completed" and done["request_counts"] == {"total": 2, "completed": 2, "failed": 0}
+
+
+def test_a_line_recovery_will_not_retry_is_failed_and_the_batch_done(bob, deployment):
+    batch = batches.from_file(bob, deployment, "one.csv", b"prompt\none\n")
+    only = batch.items.get()
+    finish(only, JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    recovery.not_retried([only], "Its retries are used up (JOB_RETRIES=1).")
+    counts = batches.counts(batch)
+    assert (counts["retrying"], counts["failed"], counts["finished"]) == (0, 1, True)
+
+
+def test_cancelling_a_batch_whose_last_line_waits_for_a_retry_cancels_the_retry(bob, deployment):
+    batch = batches.from_file(bob, deployment, "one.csv", b"prompt\none\n")
+    only = batch.items.get()
+    finish(only, JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    assert batches.cancel_remaining(batch) == 1
+    batch.refresh_from_db()
+    assert batch.cancelled is not None
+    recovery.retry([only.pk])
+    assert not Job.objects.filter(retry_of=only).exists() and batches.counts(batch)["finished"]

@@ -10,11 +10,13 @@ from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
 from clusterpanel.models import ApiToken
+from jobs.batching import batches
 from jobs.engine import serve
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.jobs.conftest import engine_child_here, head_deployment
+from tests.jobs.standins import ready_deployment
 from tests.rows import HOST_KEY
 
 pytestmark = pytest.mark.timeout(300)
@@ -76,3 +78,13 @@ def test_only_a_lab_admins_token_or_an_allowed_address_reads_it(db, alice, bob):
         assert Client().get("/metrics").status_code == 200, "the test client calls from 127.0.0.1"
     with override_settings(METRICS_ALLOWED=["10.0.0.5"]):
         assert Client().get("/metrics").status_code == 401
+
+
+def test_a_batch_waiting_for_a_retry_is_in_progress(db, alice, bob):
+    batch = batches.from_file(bob, ready_deployment(), "one.csv", b"prompt\none\n")
+    client = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'prometheus', read_only=True)[1]}")
+    assert value(scraped(client), "clusterpanel_batches_in_progress") == 1, "queued"
+    batch.items.update(status=JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    assert value(scraped(client), "clusterpanel_batches_in_progress") == 1, "a laptop died: its retry may come"
+    batch.items.update(error="Stopped: lap-2 stopped answering. Not retried. Its retries are used up.")
+    assert value(scraped(client), "clusterpanel_batches_in_progress") == 0
