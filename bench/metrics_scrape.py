@@ -1,11 +1,13 @@
 """How long a Prometheus scrape of /metrics takes at lab scale: 30 simulated laptops sampled at 1 Hz by the
-panel's own collector, 3 deployments over them with their rpc-servers and a history of finished jobs, the
-panel's web server. /healthz is timed beside it, in the same run, as the server's floor.
+panel's own collector, 3 deployments over them with their rpc-servers, a history of finished jobs and every
+slot answering (its tokens counted from its stream in Redis), the panel's web server. /healthz is timed beside
+it, in the same run, as the server's floor.
 
     .venv/bin/python bench/metrics_scrape.py [--laptops 30] [--scrapes 300] [--jobs 3000]
 """
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -76,7 +78,8 @@ def lab(lan, jobs_each: int) -> str:
     from django.utils import timezone
 
     from clusterpanel.models import ApiToken, Role, User
-    from jobs.models import Job, JobKind, JobStatus
+    from jobs.models import Job, JobKind, JobStatus, Tally
+    from jobs.queue import stream
     from models_app.library import ensure_bundled
     from models_app.models import Deployment, DeploymentStage, DeploymentStatus
     from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
@@ -100,6 +103,13 @@ def lab(lan, jobs_each: int) -> str:
                 started=now - timedelta(seconds=n + 5), first_token=now - timedelta(seconds=n + 4.5),
                 finished=now - timedelta(seconds=n), time_to_first_token_s=0.5, duration_s=5.0)
             for n in range(jobs_each)])
+        for _ in range(jobs_each):  # what the engine adds as each of them ends
+            Tally.count_ended(deployment.pk, 64, {"time_to_first_token_s": 0.5, "duration_s": 5.0})
+        for _ in range(deployment.slots):  # every slot answering, each 200 tokens in
+            job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=admin, status=JobStatus.RUNNING,
+                                     messages=[{"role": "user", "content": "Hi"}], started=now, attempts=1)
+            events = [{"event": "status"}, *({"event": "token", "text": " a", "t": 0} for _ in range(200))]
+            stream.store().rpush(stream.key(job.pk), *(json.dumps({"seq": n, **e}) for n, e in enumerate(events)))
     return ApiToken.issue(admin, "prometheus", read_only=True)[1]
 
 
@@ -130,7 +140,8 @@ def quantile(values: list[float], q: float) -> float:
 
 
 def report(result: dict, args) -> None:
-    print(f"{args.laptops} simulated laptops sampled at 1 Hz, 3 ready deployments, {3 * args.jobs} finished jobs; "
+    print(f"{args.laptops} simulated laptops sampled at 1 Hz, 3 ready deployments, {3 * args.jobs} finished jobs, "
+          f"12 answering; "
           f"{args.scrapes} scrapes each, interleaved; /metrics is {result['size'] / 1024:.0f} KiB\n")
     print("| path | p50, ms | p99, ms | mean, ms |")
     print("|---|---:|---:|---:|")

@@ -6,6 +6,7 @@ twice runs nothing twice and a message lost is found again (jobs/queue/queueing.
 """
 
 import secrets
+from bisect import bisect_left
 
 from django.conf import settings
 from django.db import models
@@ -119,8 +120,7 @@ class Job(models.Model):
     started = models.DateTimeField(null=True, blank=True)
     first_token = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
-    # Seconds, written with the end (jobs/engine/runner.py): /metrics counts them by the database, which compares
-    # numbers in C, where timestamps' differences cost SQLite a Python call per row (jobs/prometheus.py).
+    # Seconds, written with the end (jobs/engine/runner.py), which adds them to the deployment's Tally too.
     time_to_first_token_s = models.FloatField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     prompt_seconds = models.FloatField(null=True, blank=True)  # reading the prompt: joining the batch to first token
@@ -177,3 +177,44 @@ class Job(models.Model):
                 "output": self.output, "finish_reason": self.finish_reason, "deployment": self.deployment_id,
                 "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings(),
                 "dropped_messages": self.dropped_messages}
+
+
+HISTOGRAM_BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)  # seconds, for /metrics
+TALLIED_SECONDS = ("time_to_first_token_s", "duration_s")
+
+
+class Tally(models.Model):
+    """What a deployment's ended jobs add up to, for /metrics' counters and histograms (jobs/prometheus.py).
+    Added to in the transaction that ends each job and never recomputed: deleting a conversation or a batch
+    takes its jobs but not what they counted, so no counter goes down (Prometheus would read that as a
+    restart and show a spike)."""
+
+    deployment = models.ForeignKey("models_app.Deployment", on_delete=models.CASCADE, related_name="tallies")
+    name = models.CharField(max_length=32)  # "tokens", or one of TALLIED_SECONDS
+    # A histogram's bucket: its values up to HISTOGRAM_BUCKETS[bucket]; len(HISTOGRAM_BUCKETS) is +Inf.
+    bucket = models.PositiveSmallIntegerField(default=0)
+    count = models.BigIntegerField(default=0)
+    total = models.FloatField(default=0.0)  # the +Inf bucket's: the sum of the values
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["deployment", "name", "bucket"], name="one_tally_per_bucket")]
+
+    @classmethod
+    def count_ended(cls, deployment_id: int, tokens: int | None, seconds: dict[str, float | None]) -> None:
+        """Add an ended job. Increments in the database (no read, then write), so jobs ending at once on
+        several engines all count."""
+        mine = cls.objects.filter(deployment_id=deployment_id)
+        if not mine.filter(name="tokens").exists():
+            rows = [("tokens", 0)] + [(name, bucket) for name in TALLIED_SECONDS
+                                      for bucket in range(len(HISTOGRAM_BUCKETS) + 1)]
+            cls.objects.bulk_create([cls(deployment_id=deployment_id, name=name, bucket=bucket)
+                                     for name, bucket in rows], ignore_conflicts=True)
+        if tokens:
+            mine.filter(name="tokens").update(count=models.F("count") + tokens)
+        for name in TALLIED_SECONDS:
+            value = seconds.get(name)
+            if value is None:
+                continue
+            first = bisect_left(HISTOGRAM_BUCKETS, value)  # the buckets whose bound is at least the value
+            mine.filter(name=name, bucket__gte=first).update(count=models.F("count") + 1)
+            mine.filter(name=name, bucket=len(HISTOGRAM_BUCKETS)).update(total=models.F("total") + value)

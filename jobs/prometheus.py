@@ -10,18 +10,19 @@ sampler measures (a laptop's own counters restart with it).
 import time
 from collections.abc import Iterator
 
-from django.db.models import Count, Exists, OuterRef, Q, Sum
+from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, Value
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
+from prometheus_client.utils import floatToGoString
 from redis.exceptions import RedisError
 
-from jobs.models import FINISHED, Batch, Job, JobStatus, awaiting_retry
+from jobs.models import HISTOGRAM_BUCKETS, TALLIED_SECONDS, Batch, Job, JobStatus, Tally, awaiting_retry
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes import metrics
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 
-BUCKETS = (0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600)
+BUCKETS = HISTOGRAM_BUCKETS
 SAMPLE_FRESH_S = 10  # an older sample is a laptop's last words, not its state
 
 
@@ -97,55 +98,81 @@ def deployments() -> Iterator[Metric]:
         found = counted.get(deployment.pk, {})
         queue.add_metric(names, float(found.get("waiting", 0)))
         busy.add_metric(names, float(len(found.get("running", []))))
-        tokens.add_metric(names, float(found.get("generated", 0)))
+        if found.get("generated") is not None:
+            tokens.add_metric(names, float(found["generated"]))
         ttft.add_metric(names, *found.get("time_to_first_token_s", EMPTY))
         duration.add_metric(names, *found.get("duration_s", EMPTY))
     yield from (state, slots, busy, queue, tokens, ttft, duration)
 
 
-EMPTY = ([*((str(b), 0.0) for b in BUCKETS), ("+Inf", 0.0)], 0.0)
-SECONDS = ("time_to_first_token_s", "duration_s")
+EMPTY = ([*((floatToGoString(b), 0.0) for b in BUCKETS), ("+Inf", 0.0)], 0.0)
 
 
 def job_counts(deployment_ids: list[int]) -> dict[int, dict]:
-    """Per deployment, in one query of the jobs table: waiting and running jobs, tokens generated (running answers'
-    from their streams), and the histograms of the seconds written at each job's end."""
+    """Per deployment: waiting and running jobs, tokens generated (the ended jobs' tally, and running answers'
+    tokens from their streams), and the histograms of the ended jobs' seconds. The tallies and the running jobs
+    come from one statement, so a job ending meanwhile is counted once: in its stream, or in the tally."""
     if not deployment_ids:
         return {}
-    buckets = {f"{name}_le_{i}": Count("pk", filter=Q(**{f"{name}__lte": b}))
-               for name in SECONDS for i, b in enumerate(BUCKETS)}
-    rows = Job.objects.filter(deployment__in=deployment_ids).values("deployment").order_by().annotate(
-        waiting=Count("pk", filter=Q(status=JobStatus.QUEUED)),
-        generated=Sum("completion_tokens", filter=Q(status__in=FINISHED)),
-        **{f"{name}_count": Count(name) for name in SECONDS}, **{f"{name}_sum": Sum(name) for name in SECONDS},
-        **buckets)
-    running = {}
-    for pk, deployment in Job.objects.filter(deployment__in=deployment_ids, status=JobStatus.RUNNING).values_list(
-            "pk", "deployment"):
-        running.setdefault(deployment, []).append(pk)
-    counted = {}
-    for row in rows:
-        pk = row["deployment"]
-        found = {"waiting": row["waiting"], "running": running.get(pk, []),
-                 "generated": (row["generated"] or 0) + tokens_so_far(running.get(pk, []))}
+    tallies = Tally.objects.filter(deployment__in=deployment_ids).order_by().values_list("deployment", "name", "bucket",
+                                                                               "count", "total")
+    running = Job.objects.filter(deployment__in=deployment_ids, status=JobStatus.RUNNING).order_by().annotate(
+        name=Value(RUNNING), bucket=Value(0), count=F("pk"), total=Value(0.0, output_field=FloatField())
+    ).values_list("deployment", "name", "bucket", "count", "total")
+    counted = {pk: {"waiting": 0, "running": [], "tallied": 0, **{name: [0] * (len(BUCKETS) + 1) for name in SECONDS},
+                    "sums": {}} for pk in deployment_ids}
+    for pk, name, bucket, count, total in tallies.union(running, all=True):
+        found = counted[pk]
+        if name == RUNNING:
+            found["running"].append(count)
+        elif name == "tokens":
+            found["tallied"] = count
+        elif name in SECONDS and bucket <= len(BUCKETS):
+            found[name][bucket] = count
+            if bucket == len(BUCKETS):
+                found["sums"][name] = total
+    waiting = Job.objects.filter(deployment__in=deployment_ids, status=JobStatus.QUEUED).values(
+        "deployment").order_by().annotate(n=Count("pk"))
+    for row in waiting:
+        counted[row["deployment"]]["waiting"] = row["n"]
+    live = tokens_so_far([job for found in counted.values() for job in found["running"]])
+    for found in counted.values():
+        mine = [live.get(job) for job in found["running"]]
+        found["generated"] = None if None in mine else found["tallied"] + sum(mine)
         for name in SECONDS:
-            cumulative = [(str(b), float(row[f"{name}_le_{i}"])) for i, b in enumerate(BUCKETS)]
-            found[name] = ([*cumulative, ("+Inf", float(row[f"{name}_count"]))], float(row[f"{name}_sum"] or 0.0))
-        counted[pk] = found
+            buckets = [*((floatToGoString(b), float(n)) for b, n in zip(BUCKETS, found[name], strict=False)),
+                       ("+Inf", float(found[name][-1]))]
+            found[name] = (buckets, float(found["sums"].get(name, 0.0)))
     return counted
 
 
-def tokens_so_far(job_ids: list[int]) -> int:
-    """Tokens of running answers, from their streams in Redis (each holds a status event, then a token each)."""
+RUNNING = "running"  # a running job's row among the tallies' (its id in `count`)
+SECONDS = TALLIED_SECONDS
+
+
+def tokens_so_far(job_ids: list[int]) -> dict[int, int | None]:
+    """Tokens of running answers, from their streams in Redis: each holds a status event, perhaps a context
+    event, a token each, and at the end a done event. None for all when Redis does not answer: a counter left
+    out of a scrape is better than one that goes down."""
     if not job_ids:
-        return 0
+        return {}
     try:
         pipe = stream.store().pipeline(transaction=False)
         for job_id in job_ids:
-            pipe.llen(stream.key(job_id))
-        return sum(max(length - 1, 0) for length in pipe.execute())
+            pipe.llen(stream.key(job_id)).lindex(stream.key(job_id), 1).lindex(stream.key(job_id), -1)
+        answers = pipe.execute()
     except RedisError:
-        return 0
+        return dict.fromkeys(job_ids)
+    found = {}
+    for n, job_id in enumerate(job_ids):
+        length, second, last = answers[3 * n:3 * n + 3]
+        others = min(length, 1) + is_event(second, "context") + is_event(last, "done")
+        found[job_id] = max(length - others, 0)
+    return found
+
+
+def is_event(raw: bytes | None, kind: str) -> bool:
+    return raw is not None and f'"event": "{kind}"'.encode() in raw[:64]
 
 
 def batches() -> Iterator[Metric]:

@@ -12,13 +12,13 @@ import traceback
 from datetime import UTC, datetime
 
 import redis
-from django.db import InterfaceError, OperationalError, close_old_connections
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from jobs.engine.model import Engine, EngineError
 from jobs.engine.sequences import Outcome, Work
-from jobs.models import Job, JobStatus
+from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally
 from jobs.queue import queueing, stream
 from models_app.models import Deployment, DeploymentStatus
 
@@ -202,7 +202,13 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
     next. Guarded, so a try that did land is never written twice."""
     for attempt in range(1, tries + 1):
         try:
-            return Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts).update(**fields)
+            with transaction.atomic():  # counted in /metrics exactly when it ends
+                holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
+                written = holding.update(**fields)
+                if written and job.deployment_id:
+                    Tally.count_ended(job.deployment_id, fields.get("completion_tokens"),
+                                      {name: fields.get(name) for name in TALLIED_SECONDS})
+                return written
         except (OperationalError, InterfaceError) as exc:
             if attempt == tries:
                 raise

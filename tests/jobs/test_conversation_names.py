@@ -1,8 +1,6 @@
 """A user renames and deletes conversations; no two of a user's conversations share a title, whether named
 by their first message, renamed, or already duplicated before the upgrade."""
 
-import contextlib
-
 import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
@@ -10,6 +8,7 @@ from django.db.migrations.executor import MigrationExecutor
 from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
+from tests.migrating import migrated_back
 from tests.rows import client_for
 
 
@@ -76,25 +75,6 @@ def test_delete_is_refused_while_an_answer_is_coming(bob):
         assert response.status_code == 409
         assert "still coming: stop it" in response.content.decode()
     assert Conversation.objects.filter(pk=conversation.pk).exists()
-
-
-@contextlib.contextmanager
-def migrated_back(target: list[tuple[str, str]]):
-    """The database at `target` for the body, then at the newest migrations again, its id sequences as they
-    were: SQLite rebuilds a table to change it, and a rebuilt empty table would hand out ids from 1 again,
-    which later tests' jobs would share with Redis streams of earlier ones."""
-    with connection.cursor() as cursor:
-        cursor.execute("SELECT name, seq FROM sqlite_sequence")
-        sequences = cursor.fetchall()
-    try:
-        MigrationExecutor(connection).migrate(target)
-        yield MigrationExecutor(connection).loader.project_state(target).apps
-    finally:
-        executor = MigrationExecutor(connection)
-        executor.migrate(executor.loader.graph.leaf_nodes())
-        with connection.cursor() as cursor:
-            for name, seq in sequences:
-                cursor.execute("UPDATE sqlite_sequence SET seq = MAX(seq, %s) WHERE name = %s", [seq, name])
 
 
 @pytest.mark.django_db(transaction=True)
