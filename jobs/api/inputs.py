@@ -11,7 +11,7 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from jobs.params import NOT_TEXT, unicode_text
-from jobs.queue.queueing import USABLE
+from jobs.queue import queueing
 from models_app.models import Deployment
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -78,17 +78,11 @@ def text(value: str, param: str) -> str:
     return value
 
 
-def usable_deployments() -> list[Deployment]:
-    """Deployments that take jobs, the default first."""
-    usable = Deployment.objects.filter(status__in=USABLE).select_related("model")
-    return list(usable.order_by("-is_default", "-created"))
-
-
 def deployment_for(model) -> Deployment:
     """The ready deployment a model id names (a model's name or `deployment-<id>`); none given: the default."""
     if model is not None and not isinstance(model, str):
         raise InputError("model must be a string.", "model")
-    usable = usable_deployments()
+    usable = list(queueing.usable_deployments())
     if not usable:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
                          "model_not_available", status=503)

@@ -63,7 +63,7 @@ async def models(request: HttpRequest) -> HttpResponse:
 
 def model_list() -> list[dict]:
     seen, listed = set(), []
-    for deployment in inputs.usable_deployments():
+    for deployment in queueing.usable_deployments():
         for name in deployment.model_ids:
             if name not in seen:
                 seen.add(name)

@@ -51,13 +51,8 @@ def render(text: str) -> str:
     return MARKDOWN.render(text)
 
 
-def ready_deployments():
-    return Deployment.objects.filter(status__in=queueing.USABLE).select_related("model").order_by(
-        "-is_default", "-created")
-
-
 def default_deployment() -> Deployment | None:
-    return ready_deployments().first()
+    return queueing.usable_deployments().first()
 
 
 def turns(conversation: Conversation) -> list[Turn]:
@@ -81,7 +76,7 @@ def ready_deployment(value) -> Deployment:
         value = int(value)
     found = None
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
-        found = ready_deployments().filter(pk=value).first()
+        found = queueing.usable_deployments().filter(pk=value).first()
     if found is None:
         raise ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
     return found

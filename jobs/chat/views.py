@@ -37,7 +37,7 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
 
 def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = own_conversation(request, pk)
-    deployments = list(conversations.ready_deployments())
+    deployments = list(queueing.usable_deployments())
     chosen = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
     return render(request, "jobs/chat.html", {
         "conversation": conversation, "conversations": request.user.conversations.all()[:50],

@@ -37,6 +37,11 @@ ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in
 NOBODY = Value(0, output_field=BigIntegerField())  # the one "person" of jobs without a user: no user has pk 0
 
 
+def usable_deployments():
+    """Deployments that take jobs, the default first, then the newest: what every door offers."""
+    return Deployment.objects.filter(status__in=USABLE).select_related("model").order_by("-is_default", "-created")
+
+
 class QueueError(Exception):
     pass
 
