@@ -14,7 +14,6 @@ from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, Value
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
-from redis.exceptions import RedisError
 
 from jobs.models import HISTOGRAM_BUCKETS, TALLIED_SECONDS, Batch, Job, JobStatus, Tally, awaiting_retry
 from jobs.queue import stream
@@ -135,7 +134,7 @@ def job_counts(deployment_ids: list[int]) -> dict[int, dict]:
         "deployment").order_by().annotate(n=Count("pk"))
     for row in waiting:
         counted[row["deployment"]]["waiting"] = row["n"]
-    live = tokens_so_far([job for found in counted.values() for job in found["running"]])
+    live = stream.tokens_sent([job for found in counted.values() for job in found["running"]])
     for found in counted.values():
         mine = [live.get(job) for job in found["running"]]
         found["generated"] = None if None in mine else found["tallied"] + sum(mine)
@@ -148,31 +147,6 @@ def job_counts(deployment_ids: list[int]) -> dict[int, dict]:
 
 RUNNING = "running"  # a running job's row among the tallies' (its id in `count`)
 SECONDS = TALLIED_SECONDS
-
-
-def tokens_so_far(job_ids: list[int]) -> dict[int, int | None]:
-    """Tokens of running answers, from their streams in Redis: each holds a status event, perhaps a context
-    event, a token each, and at the end a done event. None for all when Redis does not answer: a counter left
-    out of a scrape is better than one that goes down."""
-    if not job_ids:
-        return {}
-    try:
-        pipe = stream.store().pipeline(transaction=False)
-        for job_id in job_ids:
-            pipe.llen(stream.key(job_id)).lindex(stream.key(job_id), 1).lindex(stream.key(job_id), -1)
-        answers = pipe.execute()
-    except RedisError:
-        return dict.fromkeys(job_ids)
-    found = {}
-    for n, job_id in enumerate(job_ids):
-        length, second, last = answers[3 * n:3 * n + 3]
-        others = min(length, 1) + is_event(second, "context") + is_event(last, "done")
-        found[job_id] = max(length - others, 0)
-    return found
-
-
-def is_event(raw: bytes | None, kind: str) -> bool:
-    return raw is not None and f'"event": "{kind}"'.encode() in raw[:64]
 
 
 def batches() -> Iterator[Metric]:

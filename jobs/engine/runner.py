@@ -200,13 +200,14 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
     """The guarded update that ends a job, tried again while the database refuses it (SQLite locked past its
     timeout, PostgreSQL restarting): given up, the job would stay RUNNING under an engine that goes on to the
     next. Guarded, so a try that did land is never written twice."""
+    tokens = tokens_of(job, fields)  # before the transaction: a Redis read must not hold the database's lock
     for attempt in range(1, tries + 1):
         try:
             with transaction.atomic():  # counted in /metrics exactly when it ends
                 holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
                 written = holding.update(**fields)
                 if written and job.deployment_id:
-                    Tally.count_ended(job.deployment_id, fields.get("completion_tokens"),
+                    Tally.count_ended(job.deployment_id, tokens,
                                       {name: fields.get(name) for name in TALLIED_SECONDS})
                 return written
         except (OperationalError, InterfaceError) as exc:
@@ -216,6 +217,14 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
             close_old_connections()
             time.sleep(min(2 ** attempt, 30))
     return 0
+
+
+def tokens_of(job: Job, fields: dict) -> int | None:
+    """What the job generated: its count when it finished, else (failed mid-answer) the tokens its stream holds,
+    which /metrics counted while it ran and must not take back."""
+    if fields.get("completion_tokens") is not None:
+        return fields["completion_tokens"]
+    return stream.tokens_sent([job.pk])[job.pk] if job.started else None
 
 
 def tell_done(job: Job) -> None:

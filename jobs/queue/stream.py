@@ -47,6 +47,11 @@ def store() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL)
 
 
+def quick_store() -> redis.Redis:
+    """For a read that must not hold up a scrape or a job's end when Redis hangs."""
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
+
+
 def announce_done(job) -> None:
     """A job's end, told to its listeners by whoever settled it outside the engine's stream (a cancel while
     queued, recovery)."""
@@ -173,6 +178,33 @@ class JobStream:
         if self._connection is not None:
             self._connection.disconnect()
             self._connection = None
+
+
+def tokens_sent(job_ids: list[int]) -> dict[int, int | None]:
+    """How many tokens each job's stream holds, in one round trip: a stream is a status event, perhaps a context
+    event, a token each, and at the end a done event. None for all when Redis does not answer."""
+    if not job_ids:
+        return {}
+    quick = quick_store()
+    try:
+        pipe = quick.pipeline(transaction=False)
+        for job_id in job_ids:
+            pipe.llen(key(job_id)).lindex(key(job_id), 1).lindex(key(job_id), -1)
+        answers = pipe.execute()
+    except (redis.RedisError, OSError):
+        return dict.fromkeys(job_ids)
+    finally:
+        quick.close()
+    found = {}
+    for n, job_id in enumerate(job_ids):
+        length, second, last = answers[3 * n:3 * n + 3]
+        others = min(length, 1) + _is_event(second, "context") + _is_event(last, "done")
+        found[job_id] = max(length - others, 0)
+    return found
+
+
+def _is_event(raw: bytes | None, kind: str) -> bool:
+    return raw is not None and f'"event": "{kind}"'.encode() in raw[:64]
 
 
 CANCEL_CHANNEL = "jobs:cancel"

@@ -82,7 +82,7 @@ def test_without_redis_a_running_deployments_token_counter_is_left_out(db, bob, 
     Job.objects.create(kind=JobKind.CHAT, deployment=busy, user=bob, messages=[], params={},
                        status=JobStatus.RUNNING, attempts=1, started=timezone.now())
     nowhere = redis.Redis(host="127.0.0.1", port=1, socket_connect_timeout=0.5)  # nothing listens on port 1
-    monkeypatch.setattr(stream, "store", lambda: nowhere)
+    monkeypatch.setattr(stream, "quick_store", lambda: nowhere)
     found = scraped(scraper)
     assert value(found, "clusterpanel_tokens_generated_total", deployment=busy.pk, model="standin") is None
     assert value(found, "clusterpanel_tokens_generated_total", deployment=idle.pk, model="standin") == 3
@@ -107,3 +107,20 @@ def test_the_upgrade_tallies_the_jobs_that_had_ended(bob, alice):
     names = {"deployment": deployment.pk, "model": "standin"}
     assert value(found, "clusterpanel_tokens_generated_total", **names) == 10
     assert value(found, "clusterpanel_job_duration_seconds_sum", **names) == 102.0
+
+
+def test_an_answer_cut_short_keeps_the_tokens_it_was_counted_for(db, bob, scraper):
+    deployment = ready_deployment()
+    names = {"deployment": deployment.pk, "model": deployment.model.name}
+    job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={},
+                             status=JobStatus.RUNNING, attempts=1, started=timezone.now())
+    store = stream.store()
+    store.delete(stream.key(job.pk))
+    events = [{"event": "status"}, *({"event": "token", "text": "a", "t": 0} for _ in range(5))]
+    store.rpush(stream.key(job.pk), *(json.dumps({"seq": n, **e}) for n, e in enumerate(events, start=1)))
+    try:
+        assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
+        runner.finish(job, JobStatus.FAILED, error="Stopped: lap-2 stopped answering during generation.")
+        assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
+    finally:
+        store.delete(stream.key(job.pk))
