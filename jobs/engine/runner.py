@@ -206,7 +206,8 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
             with transaction.atomic():  # counted in /metrics exactly when it ends
                 holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
                 written = holding.update(**fields)
-                if written and job.deployment_id:
+                if written and still_there(job.deployment_id):  # the job's row, then its deployment's: the
+                    # order in which removing a deployment takes them (its jobs let go of it, then it goes)
                     Tally.count_ended(job.deployment_id, tokens,
                                       {name: fields.get(name) for name in TALLIED_SECONDS})
                 return written
@@ -217,6 +218,15 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
             close_old_connections()
             time.sleep(min(2 ** attempt, 30))
     return 0
+
+
+def still_there(deployment_id: int | None) -> bool:
+    """Whether the deployment exists, locked until the transaction ends: one removed while its last job ended
+    (its tallies went with it) must not make that job's end fail on a tally row pointing nowhere."""
+    if deployment_id is None:
+        return False
+    return Deployment.objects.select_for_update().filter(pk=deployment_id).values_list("pk", flat=True).first() \
+        is not None
 
 
 def tokens_of(job: Job, fields: dict) -> int | None:

@@ -124,3 +124,15 @@ def test_an_answer_cut_short_keeps_the_tokens_it_was_counted_for(db, bob, scrape
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
     finally:
         store.delete(stream.key(job.pk))
+
+
+def test_a_job_ending_after_its_deployment_was_removed_still_ends(db, bob):
+    """Stopped and removed at once while the engine's warm shutdown finishes the last answer."""
+    deployment = ready_deployment()
+    ended(deployment, bob, 2, 1.0)  # the deployment has tallies, which go with it
+    job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={},
+                             status=JobStatus.RUNNING, attempts=1, started=timezone.now())
+    deployment.delete()
+    runner.finish(job, JobStatus.SUCCEEDED, completion_tokens=3, output="abc")
+    job.refresh_from_db()
+    assert job.status == JobStatus.SUCCEEDED and job.deployment is None and not Tally.objects.exists()
