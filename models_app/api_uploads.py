@@ -108,7 +108,11 @@ def upload_progress(request: HttpRequest, pk: UUID):
 
 @router.patch("/{uuid:pk}/", response={200: ChunkOut, 201: ModelAdded, 409: ElsewhereError,
                                        **errors(403, 404, 413, 422)},
-              summary="Append a chunk (the request's body, application/octet-stream)")
+              summary="Append a chunk (the request's body, application/octet-stream)", openapi_extra={
+                  "requestBody": {"required": True, "description": "The chunk's bytes: at most `chunk` of them, "
+                                  "starting at `Upload-Offset`; the last one may be shorter.",
+                                  "content": {"application/octet-stream": {
+                                      "schema": {"type": "string", "contentMediaType": "application/octet-stream"}}}}})
 def append_chunk(request: HttpRequest, pk: UUID,
                  upload_offset: str = Header(..., alias="Upload-Offset", pattern=r"^[0-9]{1,19}$",
                                              description="Where the chunk starts: the offset the panel has.")):

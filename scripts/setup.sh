@@ -27,7 +27,8 @@ declare -A PROVIDES=(
   [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
   [unshare]=util-linux
 )
-declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl)
+declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl
+  [curl]=curl [jq]=jq)  # curl and jq: scripts/upload-model, which a test runs
 
 missing_packages() {
   local -n table=$1
