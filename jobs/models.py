@@ -12,6 +12,8 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from models_app.models import DeploymentStatus
+
 
 class JobStatus(models.TextChoices):
     QUEUED = "queued", "Queued"
@@ -32,10 +34,16 @@ STOPPED = "Stopped:"  # how the error of a job failed by a laptop's death begins
 NOT_RETRIED = "Not retried."  # and what recovery adds to it when no retry will come
 
 
+# A deployment's states while recovery may still retry its jobs (ready: brought back, the retries on their way).
+RECOVERING = (DeploymentStatus.DEGRADED, DeploymentStatus.PREPARING, DeploymentStatus.LOADING, DeploymentStatus.READY)
+
+
 def awaiting_retry() -> models.Q:
     """Jobs failed by a laptop's death whose recovery has not yet said whether a retry comes (the retry, once
-    made, replaces them: a job's `retry` is then set)."""
-    return models.Q(status=JobStatus.FAILED, error__startswith=STOPPED) & ~models.Q(error__contains=NOT_RETRIED)
+    made, replaces them: a job's `retry` is then set). Once their deployment stopped, failed or went, none
+    comes, whatever recovery managed to write."""
+    return (models.Q(status=JobStatus.FAILED, error__startswith=STOPPED, deployment__status__in=RECOVERING)
+            & ~models.Q(error__contains=NOT_RETRIED))
 
 
 class Conversation(models.Model):
@@ -165,6 +173,13 @@ class Job(models.Model):
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
             "cached_tokens": self.cached_tokens,
         }
+
+    def seconds_to(self, finished, first_token) -> dict:
+        """Its time to its first token and its whole time, from its start: what /metrics' histograms count."""
+        if self.started is None:
+            return {}
+        return {"duration_s": (finished - self.started).total_seconds(),
+                "time_to_first_token_s": (first_token - self.started).total_seconds() if first_token else None}
 
     @property
     def is_completion(self) -> bool:

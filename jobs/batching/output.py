@@ -16,7 +16,7 @@ from django.db.models import Sum
 from django.http import HttpResponse
 
 from jobs.batching.batches import last_attempts
-from jobs.models import ApiFile, Batch, Job, JobStatus
+from jobs.models import ApiFile, Batch, Job, JobStatus, awaiting_retry
 
 CSV_FIELDS = ["line", "custom_id", "status", "output", "error", "finish_reason", "prompt_tokens",
               "completion_tokens", "attempts", "queue_wait_s", "time_to_first_token_s", "tokens_per_s", "total_s"]
@@ -26,6 +26,8 @@ NOT_RUN = {
     JobStatus.CANCELLED: ("batch_cancelled", "This request was cancelled before it finished."),
     JobStatus.QUEUED: ("not_finished", "This request was still queued when the file was made."),
     JobStatus.RUNNING: ("not_finished", "This request was still running when the file was made."),
+    "retrying": ("not_finished", "A laptop failed under this request when the file was made; it was about to be "
+                                 "retried."),
 }
 
 
@@ -36,12 +38,19 @@ class Row:
     job: Job | None = None
     attempts: int = 0
     reason: str = ""  # a rejected line's
+    retrying: bool = False  # failed by a laptop's death; recovery has not yet said whether it runs again
+
+    @property
+    def status(self) -> str:
+        return "rejected" if self.job is None else "retrying" if self.retrying else self.job.status
 
 
 def rows(batch: Batch) -> list[Row]:
     """Every input line that had content, in file order."""
     started = dict(batch.items.order_by().values("line").annotate(n=Sum("attempts")).values_list("line", "n"))
-    found = [Row(job.line, job.custom_id, job, started.get(job.line) or 0) for job in last_attempts(batch)]
+    retrying = set(last_attempts(batch).filter(awaiting_retry()).values_list("pk", flat=True))
+    found = [Row(job.line, job.custom_id, job, started.get(job.line) or 0, retrying=job.pk in retrying)
+             for job in last_attempts(batch)]
     found += [Row(bad["line"], bad.get("custom_id", ""), reason=bad["reason"]) for bad in batch.rejected]
     return sorted(found, key=lambda row: row.line)
 
@@ -62,12 +71,12 @@ def openai_row(batch: Batch, row: Row, model: str) -> dict:
     job = row.job
     if job is None:
         entry["response"] = error_response(400, "invalid_request_error", f"Line {row.line}: {row.reason}", None)
-    elif job.status == JobStatus.SUCCEEDED:
+    elif row.status == JobStatus.SUCCEEDED:
         entry["response"] = {"status_code": 200, "request_id": f"job-{job.pk}", "body": completion(job, model)}
-    elif job.status == JobStatus.FAILED:
+    elif row.status == JobStatus.FAILED:
         entry["response"] = error_response(500, "server_error", job.error, f"job-{job.pk}")
     else:
-        code, message = NOT_RUN[job.status]
+        code, message = NOT_RUN[row.status]
         entry["error"] = {"code": code, "message": message}
     return entry
 
@@ -121,7 +130,7 @@ def csv_row(row: Row) -> dict:
     if job is None:
         return {"line": row.line, "custom_id": row.custom_id, "status": "rejected", "error": row.reason}
     timings = job.timings()
-    return {"line": row.line, "custom_id": row.custom_id, "status": job.status, "output": job.output,
+    return {"line": row.line, "custom_id": row.custom_id, "status": row.status, "output": job.output,
             "error": job.error, "finish_reason": job.finish_reason, "prompt_tokens": job.prompt_tokens,
             "completion_tokens": job.completion_tokens, "attempts": row.attempts,
             **{name: rounded(timings[name]) for name in CSV_FIELDS[-4:]}}

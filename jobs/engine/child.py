@@ -32,6 +32,6 @@ def on_child_start() -> None:
                 runner.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
                                                            "see the engine worker's log.")
             else:
-                Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED)
+                queueing.requeue(job)
     messages.load_engine(deployment.pk, deployment.queue)  # loading shows before the first job
     queueing.wake_all(deployment)

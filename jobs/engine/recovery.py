@@ -56,10 +56,14 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
                                                    f"generation ({what}).")
     # The supervisor stops this engine (and this process) as soon as it sees the deployment degraded: the
     # status commits only once the recovery task is sent, or a quick supervisor left it never sent.
-    with transaction.atomic():
-        deployment.set_status(DeploymentStatus.DEGRADED,
-                              f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
-        messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
+    try:
+        with transaction.atomic():
+            deployment.set_status(DeploymentStatus.DEGRADED,
+                                  f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
+            messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
+    except Exception as exc:  # no recovery comes: the jobs must not wait for a retry for ever
+        not_retried(undecided([job.pk for job in interrupted]), f"Recovery could not be started ({exc}).")
+        raise
 
 
 def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
@@ -125,8 +129,9 @@ def give_up(deployment: Deployment, job_ids: list[int], why: str, keep_detail: b
     """The deployment FAILED with `why` (after what it said, with `keep_detail`), its servers let go; the jobs
     recovery was to retry, and those waiting on it, fail saying why."""
     detail = f"{deployment.status_detail} {why}".strip() if keep_detail else why
+    waiting = undecided(job_ids)  # before it fails: then none counts as waiting any more, told why or not
     deploy.stop(deployment, DeploymentStatus.FAILED, detail)
-    not_retried(undecided(job_ids), why)
+    not_retried(waiting, why)
     fail_waiting(deployment, f"The deployment stopped: {why}")
 
 
@@ -175,6 +180,8 @@ def not_retried(jobs, why: str) -> None:
         job.error = f"{job.error} {NOT_RETRIED} {why}"
         job.save(update_fields=["error"])
         stream.announce_done(job)
+        if job.batch_id:  # the line is decided: the batch page's counts move
+            broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": job.status})
 
 
 def retry_state(job_id: int) -> tuple[bool, int | None]:

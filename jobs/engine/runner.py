@@ -18,7 +18,7 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from jobs.engine.model import Engine, EngineError
 from jobs.engine.sequences import Outcome, Work
-from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally
+from jobs.models import Job, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment, DeploymentStatus
 
@@ -174,7 +174,8 @@ def answer_room(job: Job, ctx: int) -> int:
 def finish(job: Job, status: str, **fields) -> None:
     """Store the outcome once: only the attempt that holds the job may write it."""
     finished = timezone.now()
-    written = write_outcome(job, status=status, finished=finished, **fields, **seconds_of(job, finished, fields))
+    written = write_outcome(job, status=status, finished=finished, **fields,
+                            **job.seconds_to(finished, fields.get("first_token", job.first_token)))
     if not written:
         return
     job.refresh_from_db()
@@ -187,15 +188,6 @@ def finish(job: Job, status: str, **fields) -> None:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})
 
 
-def seconds_of(job: Job, finished, fields: dict) -> dict:
-    """The job's time to its first token and its whole time, from its start (for /metrics' histograms)."""
-    if job.started is None:
-        return {}
-    first = fields.get("first_token", job.first_token)
-    return {"duration_s": (finished - job.started).total_seconds(),
-            "time_to_first_token_s": (first - job.started).total_seconds() if first else None}
-
-
 def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
     """The guarded update that ends a job, tried again while the database refuses it (SQLite locked past its
     timeout, PostgreSQL restarting): given up, the job would stay RUNNING under an engine that goes on to the
@@ -206,10 +198,8 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
             with transaction.atomic():  # counted in /metrics exactly when it ends
                 holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
                 written = holding.update(**fields)
-                if written and still_there(job.deployment_id):  # the job's row, then its deployment's: the
-                    # order in which removing a deployment takes them (its jobs let go of it, then it goes)
-                    Tally.count_ended(job.deployment_id, tokens,
-                                      {name: fields.get(name) for name in TALLIED_SECONDS})
+                if written:
+                    queueing.tally(job, tokens, fields)
                 return written
         except (OperationalError, InterfaceError) as exc:
             if attempt == tries:
@@ -220,21 +210,12 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
     return 0
 
 
-def still_there(deployment_id: int | None) -> bool:
-    """Whether the deployment exists, locked until the transaction ends: one removed while its last job ended
-    (its tallies went with it) must not make that job's end fail on a tally row pointing nowhere."""
-    if deployment_id is None:
-        return False
-    return Deployment.objects.select_for_update().filter(pk=deployment_id).values_list("pk", flat=True).first() \
-        is not None
-
-
 def tokens_of(job: Job, fields: dict) -> int | None:
     """What the job generated: its count when it finished, else (failed mid-answer) the tokens its stream holds,
     which /metrics counted while it ran and must not take back."""
     if fields.get("completion_tokens") is not None:
         return fields["completion_tokens"]
-    return stream.tokens_sent([job.pk])[job.pk] if job.started else None
+    return queueing.tokens_streamed(job)
 
 
 def tell_done(job: Job) -> None:

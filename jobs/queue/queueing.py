@@ -24,7 +24,7 @@ from redis.exceptions import RedisError
 
 from clusterpanel.broadcast import broadcast
 from jobs import messages
-from jobs.models import Job, JobStatus
+from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
 
@@ -156,10 +156,17 @@ def next_in_line(deployment_id: int, batch_allowed: bool) -> int | None:
 
 
 def claim(job_id: int) -> Job | None:
-    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken)."""
-    taken = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).update(
+    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken). An item of
+    a cancelled batch is cancelled instead, whenever it was queued (a retry that recovery queued as the batch
+    was being cancelled): the claim is where every run starts, so none slips past."""
+    queued = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
+    taken = queued.filter(Q(batch__isnull=True) | Q(batch__cancelled__isnull=True)).update(
         status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1)
-    return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id) if taken else None
+    if taken:
+        return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id)
+    queued.filter(batch__cancelled__isnull=False).update(status=JobStatus.CANCELLED, finish_reason="cancelled",
+                                                         finished=timezone.now())
+    return None
 
 
 def waiting(deployment_id: int):
@@ -260,11 +267,18 @@ def stop_unconfirmed(job_id: int, attempt: int) -> None:
 
 
 def end_stopped(job_id: int, attempt: int, why: str) -> None:
-    if Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
-            status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
-        job = Job.objects.get(pk=job_id)
-        ended(job)
-        announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None:
+        return
+    tokens = tokens_streamed(job)
+    with transaction.atomic():
+        if not Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
+                status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
+            return
+        job.refresh_from_db()
+        tally(job, tokens, job.seconds_to(job.finished, job.first_token))
+    ended(job)
+    announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
 
 
 def settle_abandoned(deployment_id: int | None = None) -> int:
@@ -278,11 +292,41 @@ def settle_abandoned(deployment_id: int | None = None) -> int:
         deployment = job.deployment
         when = "before it ran" if job.status == JobStatus.QUEUED else "while it ran"
         why = f"Its deployment {deployment.get_status_display().lower()} {when}. {deployment.status_detail}"
-        if Job.objects.filter(pk=job.pk, status=job.status).update(status=JobStatus.FAILED, error=why.strip(),
-                                                                   finished=timezone.now()):
-            ended(Job.objects.get(pk=job.pk))
-            settled += 1
+        tokens = tokens_streamed(job)
+        with transaction.atomic():
+            if not Job.objects.filter(pk=job.pk, status=job.status).update(status=JobStatus.FAILED,
+                                                                           error=why.strip(), finished=timezone.now()):
+                continue
+            job.refresh_from_db()
+            tally(job, tokens, job.seconds_to(job.finished, job.first_token))
+        ended(job)
+        settled += 1
     return settled
+
+
+def requeue(job: Job) -> None:
+    """A job its engine dropped when it stopped waits again; the tokens its attempt streamed stay counted."""
+    tokens = tokens_streamed(job)
+    with transaction.atomic():
+        if Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED):
+            tally(job, tokens, {})
+
+
+def tokens_streamed(job: Job) -> int | None:
+    """The tokens a running job's stream holds: what /metrics counted while it ran. Read before a transaction
+    that ends the job: a Redis read must not hold the database's lock."""
+    return stream.tokens_sent([job.pk])[job.pk] if job.started else None
+
+
+def tally(job: Job, tokens: int | None, seconds: dict) -> None:
+    """Count a job that ended (or an attempt that was cut short) in its deployment's tallies, in the
+    transaction that ended it, so /metrics' counters only grow. Its row is already updated; its deployment's
+    is locked next, the order in which removing a deployment takes them; one removed meanwhile counts nothing
+    (its tallies went with it) rather than failing the job's end."""
+    if job.deployment_id is None:
+        return
+    if Deployment.objects.select_for_update().filter(pk=job.deployment_id).values_list("pk", flat=True).first():
+        Tally.count_ended(job.deployment_id, tokens, {name: seconds.get(name) for name in TALLIED_SECONDS})
 
 
 def ended(job: Job) -> None:

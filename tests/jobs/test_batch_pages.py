@@ -14,6 +14,7 @@ from jobs.batching import output as batch_output
 from jobs.engine import recovery
 from jobs.models import Batch, Job, JobKind, JobStatus
 from jobs.params import Params
+from jobs.queue import queueing
 from models_app.models import DeploymentStatus
 from tests.conftest import PASSWORD
 from tests.jobs.standins import ready_deployment
@@ -212,3 +213,35 @@ def test_cancelling_a_batch_whose_last_line_waits_for_a_retry_cancels_the_retry(
     assert batch.cancelled is not None
     recovery.retry([only.pk])
     assert not Job.objects.filter(retry_of=only).exists() and batches.counts(batch)["finished"]
+
+
+def test_a_line_waiting_for_a_retry_of_a_stopped_deployment_is_failed(bob, deployment):
+    batch = batches.from_file(bob, deployment, "one.csv", b"prompt\none\n")
+    finish(batch.items.get(), JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    assert batches.counts(batch)["retrying"] == 1
+    deployment.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
+    counts = batches.counts(batch)
+    assert (counts["retrying"], counts["failed"], counts["finished"]) == (0, 1, True)
+    assert batch_output.rows(batch)[0].status == JobStatus.FAILED
+
+
+def test_a_retry_queued_as_its_batch_was_cancelled_never_runs(bob, deployment):
+    """Recovery checked the batch, the person cancelled it, then recovery queued the retry: the engine's claim
+    cancels it instead of running it."""
+    batch = batches.from_file(bob, deployment, "one.csv", b"prompt\none\n")
+    first = batch.items.get()
+    finish(first, JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    Batch.objects.filter(pk=batch.pk).update(cancelled=timezone.now())
+    late = Job.objects.create(kind=JobKind.BATCH_ITEM, deployment=deployment, user=bob, batch=batch, line=first.line,
+                              messages=first.messages, params=first.params, retry_of=first)
+    assert queueing.claim_next(deployment.pk) is None
+    late.refresh_from_db()
+    assert late.status == JobStatus.CANCELLED and batches.counts(Batch.objects.get(pk=batch.pk))["finished"]
+
+
+def test_a_line_waiting_for_its_retry_is_not_finished_in_the_downloads(bob, deployment):
+    batch = batches.from_file(bob, deployment, "one.csv", b"prompt\none\n")
+    finish(batch.items.get(), JobStatus.FAILED, error="Stopped: lap-2 stopped answering.")
+    line = json.loads(batch_output.as_jsonl(batch))
+    assert line["response"] is None and line["error"]["code"] == "not_finished", line
+    assert '"retrying"' in batch_output.as_csv(batch)

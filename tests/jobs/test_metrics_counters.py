@@ -1,7 +1,8 @@
 """/metrics' counters never go down between scrapes: deleting a conversation or a batch takes its jobs but not
 what they counted; a running answer whose done event is already in its stream is not counted one token too
-many; a scrape that cannot read Redis leaves the running deployments' token counter out rather than lower it.
-Jobs that ended before the tallies existed are counted after the upgrade."""
+many; an answer cut short, ended by the panel for its engine, or requeued after its engine stopped keeps the
+tokens it streamed; a scrape that cannot read Redis leaves the running deployments' token counter out rather
+than lower it. Jobs that ended before the tallies existed are counted after the upgrade."""
 
 import json
 from datetime import timedelta
@@ -17,7 +18,7 @@ from clusterpanel.models import ApiToken
 from jobs.chat import manage
 from jobs.engine import runner
 from jobs.models import Conversation, Job, JobKind, JobStatus, Tally
-from jobs.queue import stream
+from jobs.queue import queueing, stream
 from tests.jobs.standins import ready_deployment
 from tests.jobs.test_prometheus import scraped, value
 from tests.migrating import migrated_back
@@ -112,18 +113,13 @@ def test_the_upgrade_tallies_the_jobs_that_had_ended(bob, alice):
 def test_an_answer_cut_short_keeps_the_tokens_it_was_counted_for(db, bob, scraper):
     deployment = ready_deployment()
     names = {"deployment": deployment.pk, "model": deployment.model.name}
-    job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={},
-                             status=JobStatus.RUNNING, attempts=1, started=timezone.now())
-    store = stream.store()
-    store.delete(stream.key(job.pk))
-    events = [{"event": "status"}, *({"event": "token", "text": "a", "t": 0} for _ in range(5))]
-    store.rpush(stream.key(job.pk), *(json.dumps({"seq": n, **e}) for n, e in enumerate(events, start=1)))
+    job = streaming(deployment, bob, 5)
     try:
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
         runner.finish(job, JobStatus.FAILED, error="Stopped: lap-2 stopped answering during generation.")
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
     finally:
-        store.delete(stream.key(job.pk))
+        stream.store().delete(stream.key(job.pk))
 
 
 def test_a_job_ending_after_its_deployment_was_removed_still_ends(db, bob):
@@ -136,3 +132,41 @@ def test_a_job_ending_after_its_deployment_was_removed_still_ends(db, bob):
     runner.finish(job, JobStatus.SUCCEEDED, completion_tokens=3, output="abc")
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and job.deployment is None and not Tally.objects.exists()
+
+
+def streaming(deployment, user, tokens: int) -> Job:
+    """A running job whose stream holds `tokens` tokens."""
+    job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=user, messages=[], params={},
+                             status=JobStatus.RUNNING, attempts=1, started=timezone.now() - timedelta(seconds=2))
+    events = [{"event": "status"}, *({"event": "token", "text": "a", "t": 0} for _ in range(tokens))]
+    store = stream.store()
+    store.delete(stream.key(job.pk))
+    store.rpush(stream.key(job.pk), *(json.dumps({"seq": n, **e}) for n, e in enumerate(events, start=1)))
+    return job
+
+
+def test_a_job_the_panel_ended_for_its_engine_keeps_its_tokens_and_time(db, bob, scraper):
+    deployment = ready_deployment()
+    names = {"deployment": deployment.pk, "model": deployment.model.name}
+    job = streaming(deployment, bob, 6)
+    try:
+        assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 6
+        queueing.stop_unconfirmed(job.pk, 1)  # its engine never confirmed the stop
+        found = scraped(scraper)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED
+        assert value(found, "clusterpanel_tokens_generated_total", **names) == 6
+        assert value(found, "clusterpanel_job_duration_seconds_count", **names) == 1
+    finally:
+        stream.store().delete(stream.key(job.pk))
+
+
+def test_a_job_requeued_after_its_engine_stopped_keeps_the_tokens_it_streamed(db, bob, scraper):
+    deployment = ready_deployment()
+    names = {"deployment": deployment.pk, "model": deployment.model.name}
+    job = streaming(deployment, bob, 4)
+    try:
+        queueing.requeue(job)
+        assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED
+        assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 4
+    finally:
+        stream.store().delete(stream.key(job.pk))

@@ -46,3 +46,26 @@ def test_other_failures_are_not_waited_on(failed):
     failed.error = "Context length exceeded: the prompt has 2000 tokens and the deployment's context is 1024."
     failed.save()
     assert recovery.retry_state(failed.pk) == (False, None)
+
+
+def test_no_retry_is_awaited_once_the_deployment_stopped(failed, ready):
+    """A lab admin stopped it while recovery was under way (or recovery's worker died and it was settled
+    failed): whatever recovery wrote or not, nobody waits for a retry."""
+    assert recovery.retry_state(failed.pk) == (True, None)
+    ready.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
+    assert recovery.retry_state(failed.pk) == (False, None)
+
+
+def test_jobs_are_told_no_retry_comes_when_recovery_cannot_be_started(transactional_db, ready, bob, monkeypatch):
+    job = Job.objects.create(kind=JobKind.COMPLETION, deployment=ready, user=bob, prompt="hi", params={},
+                             status=JobStatus.RUNNING, attempts=1)
+
+    def broker_away(*args, **kwargs):
+        raise OSError("Connection refused")
+
+    monkeypatch.setattr(recovery.messages, "recover_deployment", broker_away)
+    with pytest.raises(OSError):
+        recovery.laptops_died(ready, {"test-2": "killed"}, [job])
+    job.refresh_from_db()
+    assert job.status == JobStatus.FAILED and "Not retried. Recovery could not be started" in job.error, job.error
+    assert recovery.retry_state(job.pk) == (False, None)
