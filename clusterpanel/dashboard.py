@@ -98,5 +98,5 @@ def own_work(user) -> dict:
     latest_batches = list(user.batches.select_related("deployment__model")[:5])
     for batch in latest_batches:
         batch.counted = batch_counts.counts(batch)
-    return {"ready": Deployment.objects.filter(status__in=queueing.USABLE).select_related("model"),
+    return {"ready": queueing.usable_deployments(),
             "in_flight": in_flight, "conversations": user.conversations.all()[:5], "batches": latest_batches}

@@ -92,12 +92,11 @@ def last_attempts(batch: Batch):
 def counts(batch: Batch) -> dict:
     """Items by status. One a laptop's death failed is `retrying` (not yet done) until recovery queues its retry
     or says why none comes: a batch is not finished, nor are its results written, while one may still run."""
-    last = last_attempts(batch)
-    rows = last.order_by().values("status").annotate(n=Count("pk"))
-    by_status = {row["status"]: row["n"] for row in rows}
+    rows = last_attempts(batch).order_by().values("status").annotate(n=Count("pk"),
+                                                                       waiting=Count("pk", filter=awaiting_retry()))
+    by_status = {row["status"]: row["n"] - row["waiting"] for row in rows}
     result = {status: by_status.get(status, 0) for status in STATUSES}
-    result["retrying"] = last.filter(awaiting_retry()).count()
-    result[JobStatus.FAILED] -= result["retrying"]
+    result["retrying"] = sum(row["waiting"] for row in rows)
     total = sum(result.values())
     done = total - result[JobStatus.QUEUED] - result[JobStatus.RUNNING] - result["retrying"]
     return {**result, "total": total, "done": done, "rejected": len(batch.rejected),

@@ -3,7 +3,7 @@ from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
 from clusterpanel.idfields import IdChoiceField
-from jobs.queue.queueing import USABLE
+from jobs.queue import queueing
 from models_app.models import Deployment
 
 
@@ -18,7 +18,7 @@ class BatchUploadForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["deployment"].queryset = Deployment.objects.filter(status__in=USABLE).select_related("model")
+        self.fields["deployment"].queryset = queueing.usable_deployments()  # the default first, as everywhere
 
     def clean_file(self):
         upload = self.cleaned_data["file"]

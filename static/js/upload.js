@@ -25,6 +25,7 @@ async function call(method, url, { body, headers = {}, signal } = {}) {
   const json = (response.headers.get("Content-Type") || "").includes("application/json");
   const data = json ? await response.json() : {};
   if (response.status >= 500) throw new Error(`the panel answered HTTP ${response.status}`);
+  if (response.status === 401) throw new Refused("You were logged out: reload the page, log in, and pick the file again.");
   if (!json || response.redirected) {
     throw new Refused(response.status === 403 ? "Only lab admins can upload models."
       : `The panel answered HTTP ${response.status}; reload the page (were you logged out?).`);

@@ -2,12 +2,13 @@
 cancel stops within a token; a laptop killed mid-generation fails the job by name, the deployment is
 re-planned on the laptops left and the job retried."""
 
-import asyncio
 import os
 import signal
 import time
 
+import redis.asyncio
 import requests
+from django.conf import settings
 
 from jobs.engine import oneshot, verify
 from jobs.models import Job, JobKind, JobStatus
@@ -54,17 +55,19 @@ def test_cancel_stops_generation_within_one_token(cluster, bob):
     async def cancel_after_five(comm, events):
         if "at" in asked or sum(e["event"] == "token" for e in events) < 5:
             return
+        watch = redis.asyncio.Redis.from_url(settings.REDIS_URL).pubsub(ignore_subscribe_messages=True)
+        await watch.subscribe(queueing.stream.CANCEL_CHANNEL)  # as the engine's own watch does
         os.killpg(engine, signal.SIGSTOP)
         try:
             await comm.send_json_to({"action": "cancel"})
-            deadline = time.monotonic() + 10
-            while not queueing.stream.store().exists(queueing.cancel_key(job.pk)):
-                assert time.monotonic() < deadline, "the cancel never reached Redis"
-                await asyncio.sleep(0.02)
-            await asyncio.sleep(0.3)  # the publish right after the key, into the paused engine's socket
+            deadline, message = time.monotonic() + 10, None
+            while message is None and time.monotonic() < deadline:  # None too for the subscription's own reply
+                message = await watch.get_message(timeout=1)
+            assert message and int(message["data"]) == job.pk, "the cancel was published, to the engine too"
             asked["at"] = time.time()
         finally:
             os.killpg(engine, signal.SIGCONT)
+            await watch.aclose()
 
     events = listen(job, bob, on_event=cancel_after_five)
     job.refresh_from_db()
