@@ -44,13 +44,13 @@ def test_it_lets_through_names_whose_page_is_their_own(db):
     """/nodes/metrics/ is the laptop "metrics"' page (the metrics route is recent.json), so the name is fine."""
     for name in ("metrics", "lab-3", "new", "doctors"):
         Node(name=name, host="10.232.0.9", username="lab", host_key="ssh-ed25519 AAAA").full_clean()
-    for name in ("new", "smollm2", "planner"):
+    for name in ("new", "smollm2", "planner", "uploads"):  # uploads: the upload protocol moved to /api/uploads/
         GgufModel._meta.get_field("name").run_validators(name)
 
 
 def test_it_refuses_model_names_that_are_pages_in_addmodel(db, tmp_path):
     gguf = write_gguf(tmp_path / "plan.gguf", big=False)
-    for name in ("plan", "uploads", "deployments"):
+    for name in ("plan", "deployments"):
         with pytest.raises(CommandError, match=f"The name {name} {TAKEN} \\(/models/{name}/\\)"):
             call_command("addmodel", str(gguf), "--name", name, stdout=io.StringIO())
     with pytest.raises(CommandError, match=f"The name plan {TAKEN}"):
@@ -59,7 +59,7 @@ def test_it_refuses_model_names_that_are_pages_in_addmodel(db, tmp_path):
 
 
 def test_it_refuses_model_names_that_are_pages_on_the_model_itself(db):
-    for name in ("plan", "uploads", "deployments"):
+    for name in ("plan", "deployments"):
         with pytest.raises(ValidationError, match=f"/models/{name}/"):
             GgufModel._meta.get_field("name").run_validators(name)
 

@@ -16,7 +16,7 @@ def admin(client, alice):
     return client
 
 
-@pytest.mark.parametrize("name", ["plan", "uploads", "deployments"])
+@pytest.mark.parametrize("name", ["plan", "deployments"])
 def test_it_refuses_a_page_as_the_model_name_when_an_upload_starts(admin, name):
     for given in ({"model_name": name}, {"name": f"{name}.gguf"}):
         answer = start(admin, **{"name": "m.gguf", "size": 1000, **given})
