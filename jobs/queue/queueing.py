@@ -268,17 +268,9 @@ def stop_unconfirmed(job_id: int, attempt: int) -> None:
 
 def end_stopped(job_id: int, attempt: int, why: str) -> None:
     job = Job.objects.filter(pk=job_id).first()
-    if job is None:
-        return
-    tokens = tokens_streamed(job)
-    with transaction.atomic():
-        if not Job.objects.filter(pk=job_id, status=JobStatus.RUNNING, attempts=attempt).update(
-                status=JobStatus.CANCELLED, finish_reason="cancelled", error=why, finished=timezone.now()):
-            return
-        job.refresh_from_db()
-        tally(job, tokens, job.seconds_to(job.finished, job.first_token))
-    ended(job)
-    announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
+    if job is not None and settle(job, {"status": JobStatus.RUNNING, "attempts": attempt},
+                                  status=JobStatus.CANCELLED, finish_reason="cancelled", error=why):
+        announce_positions(job.deployment_id)  # its user's waiting jobs' turns came closer
 
 
 def settle_abandoned(deployment_id: int | None = None) -> int:
@@ -292,16 +284,22 @@ def settle_abandoned(deployment_id: int | None = None) -> int:
         deployment = job.deployment
         when = "before it ran" if job.status == JobStatus.QUEUED else "while it ran"
         why = f"Its deployment {deployment.get_status_display().lower()} {when}. {deployment.status_detail}"
-        tokens = tokens_streamed(job)
-        with transaction.atomic():
-            if not Job.objects.filter(pk=job.pk, status=job.status).update(status=JobStatus.FAILED,
-                                                                           error=why.strip(), finished=timezone.now()):
-                continue
-            job.refresh_from_db()
-            tally(job, tokens, job.seconds_to(job.finished, job.first_token))
-        ended(job)
-        settled += 1
+        if settle(job, {"status": job.status}, status=JobStatus.FAILED, error=why.strip()):
+            settled += 1
     return settled
+
+
+def settle(job: Job, still: dict, **fields) -> bool:
+    """End a job outside its engine if its row is still as `still` says: the update and its tally in one
+    transaction, then its listeners told. Whether it was ended here."""
+    tokens = tokens_streamed(job)
+    with transaction.atomic():
+        if not Job.objects.filter(pk=job.pk, **still).update(finished=timezone.now(), **fields):
+            return False
+        job.refresh_from_db()
+        tally(job, tokens, job.seconds_to(job.finished, job.first_token))
+    ended(job)
+    return True
 
 
 def requeue(job: Job) -> None:
