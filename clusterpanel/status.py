@@ -62,5 +62,15 @@ def check_model() -> Check:
     return Check("Bundled model", True, f"{path.name} ({path.stat().st_size / 2**20:.0f} MiB)")
 
 
+def check_llama_cpu() -> Check:
+    from jobs.engine import cpucheck
+
+    name = "llama.cpp on this CPU"
+    verdict = cpucheck.known()
+    if verdict is None:
+        return Check(name, True, "Not tried yet: its CPU kernels are tried before the first model loads here.")
+    return Check(name, verdict.runs, verdict.detail)
+
+
 def all_checks() -> list[Check]:
-    return [check_database(), check_redis(), check_workers(), check_runtime(), check_model()]
+    return [check_database(), check_redis(), check_workers(), check_runtime(), check_model(), check_llama_cpu()]

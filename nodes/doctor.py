@@ -37,9 +37,17 @@ def cpu_features(facts: dict) -> Finding:
     flags = facts.get("cpu_flags", [])
     if "avx2" in flags:
         extra = " and AVX-512" if "avx512f" in flags else ""
-        return Finding(OK, f"CPU has AVX2{extra}", facts.get("cpu_model", ""))
+        return Finding(OK, f"CPU has AVX2{extra}", facts.get("cpu_model", "") + amx_note(flags))
     return Finding(WARN, "No AVX2 on this CPU", f"{facts.get('cpu_model', '')}: matrix maths runs 3-8x slower.",
                    "Give this laptop fewer layers (the planner does when its speed is measured), or leave it out.")
+
+
+def amx_note(flags: list[str]) -> str:
+    """AMX traps on some virtual CPUs that report it; on a laptop that cannot matter, and the admin may wonder."""
+    if not any(flag.startswith("amx") for flag in flags):
+        return ""
+    return (". It reports AMX, which rpc-server never uses: it keeps weights in plain CPU buffers, and llama.cpp "
+            "reaches its AMX kernels only through the repacked weights of the process that loads the model")
 
 
 def memory(facts: dict) -> list[Finding]:

@@ -125,4 +125,6 @@ make_venv
 step "Building llama.cpp with RPC (cached after the first time)"
 WHEEL=$("$VENV/bin/python" scripts/build_llama.py) || exit 1
 install_python_packages "$WHEEL"
+step "Trying llama.cpp's CPU kernels on this machine (once per CPU and build)"
+"$VENV/bin/python" manage.py cpucheck || fail "llama.cpp cannot run on this machine's CPU (see above)"
 step "Setup complete"

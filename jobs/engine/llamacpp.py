@@ -4,10 +4,12 @@ ggml's RPC client aborts the whole process when a server is unreachable or
 misbehaves, so every call that talks to a server runs in a child process.
 """
 
+import contextlib
 import ctypes
 import json
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 
@@ -101,3 +103,33 @@ def register_rpc_servers(endpoints: list[str]) -> None:
         if not server_reg:
             raise LlamaCppError(f"llama.cpp could not add the RPC server {endpoint}")
         ggml.ggml_backend_register(server_reg)
+
+
+@contextlib.contextmanager
+def model_params(extra_buffers: bool = True, progress: Callable[[float], None] | None = None) -> Iterator[None]:
+    """Models loaded meanwhile use llama.cpp's extra buffer types (weights repacked for AMX and the like) only if
+    `extra_buffers`, and report their load progress to `progress`: llama-cpp-python takes neither, so its default
+    model parameters get them."""
+    from llama_cpp import llama as llama_module
+
+    api = llama_module.llama_cpp
+    original = api.llama_model_default_params
+
+    def on_progress(fraction: float, user_data) -> bool:
+        progress(float(fraction))
+        return True
+
+    callback = api.llama_progress_callback(on_progress) if progress else None
+
+    def adjusted():
+        params = original()
+        params.use_extra_bufts = extra_buffers
+        if callback:
+            params.progress_callback = callback
+        return params
+
+    api.llama_model_default_params = adjusted
+    try:
+        yield
+    finally:
+        api.llama_model_default_params = original

@@ -6,12 +6,11 @@ process when an rpc-server vanishes, and a child of that worker loses nothing
 but itself. Jobs arrive through jobs/tasks.py, which claims them first.
 """
 
-import contextlib
 import ctypes
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from jobs.engine import llamacpp
+from jobs.engine import cpucheck, llamacpp
 from jobs.engine.oneshot import LAYER_PLACED, sequences
 from jobs.engine.sequences import Batcher, Outcome, Work
 
@@ -65,32 +64,6 @@ class LogCapture:
         return "".join(self.lines)
 
 
-@contextlib.contextmanager
-def progress_reported(report: Callable[[float], None]) -> Iterator[None]:
-    """llama-cpp-python takes no load-progress callback, so give its model parameters one while it loads."""
-    from llama_cpp import llama as llama_module
-
-    api = llama_module.llama_cpp
-    original = api.llama_model_default_params
-
-    def on_progress(progress: float, user_data) -> bool:
-        report(float(progress))
-        return True
-
-    callback = api.llama_progress_callback(on_progress)
-
-    def with_progress():
-        params = original()
-        params.progress_callback = callback
-        return params
-
-    api.llama_model_default_params = with_progress
-    try:
-        yield
-    finally:
-        api.llama_model_default_params = original
-
-
 class Engine:
     def __init__(self, model_path: str, endpoints: list[str], n_gpu_layers: int, tensor_split: list[int],
                  ctx: int, expected_devices: list[str], slots: int = 1) -> None:
@@ -107,7 +80,7 @@ class Engine:
 
         try:
             # Each sequence its own KV stream: `slots` people each up to the context, as the planner counts them.
-            with progress_reported(progress), sequences(self.slots):
+            with cpucheck.loading(progress), sequences(self.slots):
                 self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx * self.slots, verbose=True,
                                  n_gpu_layers=self.n_gpu_layers if self.endpoints else 0,
                                  tensor_split=[float(x) for x in self.tensor_split] or None)

@@ -11,6 +11,7 @@ aborts only this process, which is the point (see jobs/engine/llamacpp.py).
 import argparse
 import contextlib
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -19,7 +20,10 @@ import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+from jobs.engine import cpucheck
 from jobs.engine.llamacpp import LlamaCppError
+
+logger = logging.getLogger(__name__)
 
 LAYER_PLACED = re.compile(r"layer +(\d+) assigned to device (\S+?),")
 BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|output) buffer size = +([\d.]+) MiB$")
@@ -65,14 +69,24 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     if process.returncode != 0 or not line:
         if process.returncode == -9:
             raise LlamaCppError(f"the completion did not finish within {timeout:.0f} s")
-        tail = log.strip().splitlines()[-3:]
-        raise LlamaCppError(f"the completion process failed (exit {process.returncode}): {' / '.join(tail)}")
+        raise LlamaCppError(failure(process.returncode, log))
     answer = json.loads(line)
     answer["placement"] = {int(layer): device for layer, device in LAYER_PLACED.findall(log)}
     answer["buffers"] = buffers_in(log)
     if measured is not None:
         answer["measured"] = measured
     return answer
+
+
+def failure(returncode: int, log: str) -> str:
+    """Why the completion process failed, in words: a death by a signal is named, never shown as its log's
+    last lines (those went to the panel's log); an exit with an error keeps llama.cpp's own last words."""
+    died = cpucheck.death_in_words(returncode)
+    if died:
+        logger.warning("the completion process %s; its log ended: %s", died, " / ".join(log.strip().splitlines()[-5:]))
+        return f"llama.cpp {died}"
+    tail = log.strip().splitlines()[-3:]
+    return f"the completion process failed (exit {returncode}): {' / '.join(tail)}"
 
 
 def buffers_in(log: str) -> dict[str, dict[str, int]]:
@@ -115,7 +129,7 @@ def main() -> None:
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
     before = rss_bytes()
-    with sequences(args.slots):
+    with cpucheck.loading(), sequences(args.slots):
         llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx * args.slots, seed=1,
                     verbose=True, n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
     prompt = args.prompt

@@ -4,6 +4,7 @@ keeps only its system prompt reads the rest in several steps and answers as if r
 
 import pytest
 
+from jobs.engine import cpucheck
 from jobs.engine.model import Engine
 from jobs.engine.sequences import STEP_TOKENS
 from models_app.bundled import bundled_model_path
@@ -38,7 +39,8 @@ def test_a_prompt_of_several_steps_read_alone_equals_llama_cpp_python(engine):
     prompt, stops = chat(engine, STORY * 60 + "What did the keeper trim? Answer in one sentence.")
     assert len(prompt) > 2 * STEP_TOKENS
     ours = answer(engine, prompt, stops)
-    reference = Llama(model_path=str(bundled_model_path()), n_ctx=2048, verbose=False)
+    with cpucheck.loading():  # as the engine loads it
+        reference = Llama(model_path=str(bundled_model_path()), n_ctx=2048, verbose=False)
     theirs = reference.create_completion(prompt, max_tokens=24, temperature=0.0, top_p=1.0, top_k=40,
                                          repeat_penalty=1.0, stop=stops or None)
     assert ours.completion_tokens, "it answered"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from jobs.engine import llamacpp
+from jobs.engine import cpucheck, llamacpp
 from models_app.bundled import bundled_model_path
 
 
@@ -10,7 +10,8 @@ from models_app.bundled import bundled_model_path
 def llm():
     from llama_cpp import Llama
 
-    return Llama(model_path=str(bundled_model_path()), n_ctx=512, n_threads=2, seed=1, verbose=False)
+    with cpucheck.loading():  # as the panel's own processes load it
+        return Llama(model_path=str(bundled_model_path()), n_ctx=512, n_threads=2, seed=1, verbose=False)
 
 
 def test_it_finds_the_bundled_model_through_its_package():

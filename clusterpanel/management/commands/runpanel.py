@@ -39,6 +39,7 @@ class Command(BaseCommand):
         call_command("migrate", interactive=False, verbosity=0)
         call_command("collectstatic", interactive=False, verbosity=0)
         ensure_bundled()
+        self.check_cpu()
         processes, redis_url = self.processes(host, port, workers)
         self.announce(host, port, redis_url)
         procfile = settings.RUN_DIR / "Procfile"
@@ -54,6 +55,16 @@ class Command(BaseCommand):
                 demo.harness().down()  # in case the demo process was killed before it cleaned up
         if code not in (0, -signal.SIGINT, 130):
             raise CommandError(f"A panel process stopped with exit code {code}; see its output above.")
+
+    def check_cpu(self) -> None:
+        """Before any engine loads a model: which of llama.cpp's kernels run here (kept once tried)."""
+        from jobs.engine import cpucheck
+
+        verdict = cpucheck.verdict()
+        if not verdict.runs:
+            raise CommandError(verdict.detail)
+        if not verdict.extra_buffers:
+            self.stdout.write(self.style.WARNING(verdict.detail))
 
     def processes(self, host: str, port: int, workers: int) -> tuple[dict[str, str], str]:
         python = shlex.quote(sys.executable)
