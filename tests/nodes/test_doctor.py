@@ -67,3 +67,15 @@ def test_it_shows_the_tensor_cache_size_and_how_to_reclaim_it(db, runtime_bundle
     Probe.objects.create(node=node, facts={**TROUBLED, "rpc_cache": 3 * 2**30})
     finding = by_title(diagnose(node, runtime_bundle), "tensor cache")[0]
     assert "3.00 GiB" in finding.title and "rm -rf ~/.clusterpanel/cache/rpc" in finding.fix
+
+
+def test_it_tells_an_admin_whose_laptop_reports_amx_that_rpc_server_does_not_use_it(db, runtime_bundle):
+    node = Node.objects.create(name="xeon", host="10.0.0.7", username="u", host_key=KEY)
+    flags = ["sse4_2", "avx", "avx2", "avx512f", "amx_tile", "amx_int8", "amx_bf16"]
+    Probe.objects.create(node=node, facts={**TROUBLED, "cpu_model": "Intel Xeon Platinum 8480+", "cpu_flags": flags})
+    finding = by_title(diagnose(node, runtime_bundle), "CPU has AVX2")[0]
+    assert finding.level == OK and "AMX" in finding.detail and "never uses" in finding.detail
+    without = [flag for flag in flags if not flag.startswith("amx")]
+    node.probes.all().delete()
+    Probe.objects.create(node=node, facts={**TROUBLED, "cpu_flags": without})
+    assert "AMX" not in by_title(diagnose(node, runtime_bundle), "CPU has AVX2")[0].detail
