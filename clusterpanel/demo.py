@@ -19,11 +19,11 @@ from nodes.models import ActionKind, Node, NodeAction, NodeStatus
 from nodes.simlan import Lan, SimLan
 from nodes.tasks import run_action
 
-NAME, SUBNET, LAPTOPS, CTX = "demo", "10.230.0.0/24", 3, 2048
+LAPTOPS, CTX = 3, 2048
 
 
 def harness() -> SimLan:
-    return SimLan(NAME, Path(settings.DATA_DIR) / "simlan", subnet=SUBNET)
+    return SimLan(settings.DEMO_LAN_NAME, Path(settings.DATA_DIR) / "simlan", subnet=settings.DEMO_LAN_SUBNET)
 
 
 def register(lan: Lan) -> list[Node]:
@@ -45,7 +45,7 @@ def register(lan: Lan) -> list[Node]:
 
 def start(say) -> Deployment:
     """Bring the demo up and deploy; `say(text)` reports progress. Raises on failure."""
-    say(f"Demo: starting {LAPTOPS} simulated laptops on {SUBNET}…")
+    say(f"Demo: starting {LAPTOPS} simulated laptops on {settings.DEMO_LAN_SUBNET}…")
     nodes = register(harness().up(LAPTOPS, rate="1gbit"))
     forget_deployments()
     say("Demo: deploying the bundled model across them…")
@@ -62,7 +62,7 @@ def start(say) -> Deployment:
 
 
 def demo_deployments():
-    return Deployment.objects.filter(stages__node__name__startswith=f"{NAME}-").distinct()
+    return Deployment.objects.filter(stages__node__name__startswith=f"{settings.DEMO_LAN_NAME}-").distinct()
 
 
 def forget_deployments() -> None:
@@ -76,12 +76,12 @@ def forget_deployments() -> None:
 def reset() -> None:
     """The demo as before its first start: its laptops' rows, deployments and namespaces gone; var/ kept."""
     forget_deployments()
-    Node.objects.filter(name__startswith=f"{NAME}-").delete()
+    Node.objects.filter(name__startswith=f"{settings.DEMO_LAN_NAME}-").delete()
     harness().down()
 
 
 def stop() -> None:
-    for deployment in Deployment.objects.filter(stages__node__name__startswith=f"{NAME}-",
+    for deployment in Deployment.objects.filter(stages__node__name__startswith=f"{settings.DEMO_LAN_NAME}-",
                                                 status__in=Deployment.ACTIVE).distinct():
         deploy.stop(deployment, detail="The panel stopped, and its demo laptops with it.")
     harness().down()

@@ -250,6 +250,11 @@ if BEHIND_TLS_PROXY:
     SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = True
     SECURE_HSTS_SECONDS = env_int("HSTS_SECONDS", 365 * 24 * 3600)
 
+# The demo's simulated laptops (`make run` as root): their LAN's name (the laptops are <name>-1, -2, -3) and
+# subnet, for a machine whose own networks use 10.230.0.0/24, or two panels side by side.
+DEMO_LAN_NAME = env_str("DEMO_LAN_NAME", "demo")
+DEMO_LAN_SUBNET = env_str("DEMO_LAN_SUBNET", "10.230.0.0/24")
+
 # Where the llama.cpp builds are cached (see scripts/build_llama.py).
 BUILD_CACHE_DIR = Path(
     env_str("CLUSTERPANEL_CACHE", str(Path.home() / ".cache" / "clusterpanel"))

@@ -12,7 +12,7 @@ import pytest
 from django.conf import settings
 
 from clusterpanel.models import Role, User
-from nodes.simlan import Lan, SimLan, SimLanError
+from nodes.simlan import Lan, SimLanError
 from tests import services
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -151,7 +151,7 @@ def lan_turn() -> None:
 @pytest.fixture(scope="session")
 def lan(lan_turn) -> Iterator[Callable[[int], Lan]]:
     """`lan(3)`: at least three simulated laptops, made once per run and removed at its end."""
-    harness = SimLan("test", Path(settings.DATA_DIR) / "simlan", subnet="10.232.0.0/24")
+    harness = services.lan_harness("test", "10.232.0.0/24")
     current: list[Lan] = []
 
     def bring_up(count: int) -> Lan:

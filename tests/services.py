@@ -2,13 +2,16 @@
 
 It wraps pytest-django's start-up so that DATA_DIR and REDIS_URL are set before
 Django reads its settings. A REDIS_URL given from outside is used as it is.
-Test runs on one machine take turns with their simulated LANs (`take_turn`, called
-by the fixtures that make one): those use fixed names and addresses, and a second
-run would tear down the first one's laptops. Runs without a LAN do not wait.
+Test runs on one machine side by side each take a slot for their simulated LANs
+(`take_turn`, called by whatever makes one, through `lan_harness`): a LAN's name and
+subnet carry the slot, so one run never tears down another's laptops. Slot 0 keeps the
+plain names (a run of an older checkout takes only slot 0); CLUSTERPANEL_TEST_SLOT
+asks for one slot, waiting for it if another run holds it.
 """
 
 import contextlib
 import fcntl
+import ipaddress
 import os
 import shutil
 import tempfile
@@ -22,19 +25,58 @@ from clusterpanel.redis_server import RedisServer
 _state: dict = {}
 
 
-LOCK = Path(tempfile.gettempdir()) / "clusterpanel-tests.lock"
+SLOTS = 8
 
 
-def take_turn() -> None:
-    if "lock" in _state:
-        return
-    handle = open(LOCK, "w")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        print(f"Another clusterpanel test run holds {LOCK}; waiting for it to finish.", flush=True)
-        fcntl.flock(handle, fcntl.LOCK_EX)
-    _state["lock"] = handle
+def lock_path(slot: int) -> Path:
+    return Path(tempfile.gettempdir()) / ("clusterpanel-tests.lock" if slot == 0 else f"clusterpanel-tests-{slot}.lock")
+
+
+def take_turn() -> int:
+    """This run's LAN slot, held until the run ends: the first free one, or the one asked for."""
+    if "slot" in _state:
+        return _state["slot"]
+    asked = os.environ.get("CLUSTERPANEL_TEST_SLOT")
+    candidates = [int(asked)] if asked else list(range(SLOTS))
+    for slot in candidates:
+        handle = open(lock_path(slot), "w")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.close()
+            continue
+        _state.update(slot=slot, lock=handle)
+        return slot
+    slot = candidates[0]
+    print(f"Another clusterpanel test run holds {lock_path(slot)}; waiting for it to finish.", flush=True)
+    handle = open(lock_path(slot), "w")
+    fcntl.flock(handle, fcntl.LOCK_EX)
+    _state.update(slot=slot, lock=handle)
+    return slot
+
+
+def slotted(name: str, subnet: str) -> tuple[str, str]:
+    """`name` and `subnet` (a /24) as this run's slot has them: test, 10.232.0.0/24 → test2, 10.232.2.0/24."""
+    slot = take_turn()
+    network = ipaddress.ip_network(subnet)
+    moved = ipaddress.ip_network((int(network.network_address) + (slot << (32 - network.prefixlen)),
+                                  network.prefixlen))
+    return (name if slot == 0 else f"{name}{slot}"), str(moved)
+
+
+def lan_harness(name: str, subnet: str):
+    """A simulated LAN of this run's own, named and addressed by its slot."""
+    from django.conf import settings
+
+    from nodes.simlan import SimLan
+
+    name, subnet = slotted(name, subnet)
+    return SimLan(name, Path(settings.DATA_DIR) / "simlan", subnet=subnet)
+
+
+def unused_address(lan_subnet: str, host: int = 250) -> str:
+    """An address inside a LAN this run made where nothing answers (laptops sit at .11 and up)."""
+    return str(ipaddress.ip_network(lan_subnet)[host])
 
 
 @pytest.hookimpl(wrapper=True)

@@ -8,12 +8,15 @@ from models_app.models import Deployment, DeploymentStage
 from nodes.models import Node
 from tests.jobs.standins import ready_deployment
 from tests.rows import HOST_KEY
+from tests.services import slotted
 
 
-def test_reset_removes_the_demo_and_keeps_everyone_elses_work(bob, capsys):
+def test_reset_removes_the_demo_and_keeps_everyone_elses_work(bob, capsys, settings):
+    # This run's own demo LAN: the reset also takes down its namespaces, never another run's or a panel's.
+    settings.DEMO_LAN_NAME, settings.DEMO_LAN_SUBNET = slotted("demo", "10.230.0.0/24")
     deployment = ready_deployment()
-    demo = [Node.objects.create(name=f"demo-{n}", host=f"10.230.0.{10 + n}", username="u", host_key=HOST_KEY)
-            for n in (1, 2, 3)]
+    demo = [Node.objects.create(name=f"{settings.DEMO_LAN_NAME}-{n}", host=f"10.230.0.{10 + n}", username="u",
+                                host_key=HOST_KEY) for n in (1, 2, 3)]
     lab = Node.objects.create(name="lab-1", host="192.0.2.1", username="u", host_key=HOST_KEY)
     for position, node in enumerate(demo):
         DeploymentStage.objects.create(deployment=deployment, position=position, node=node, first_layer=position,

@@ -17,6 +17,7 @@ from django.conf import settings
 from clusterpanel.redis_server import port_is_free
 from nodes.simlan import is_running
 from tests.conftest import free_port, wait_for_port
+from tests.services import slotted
 
 
 def children_of(pid: int) -> set[int]:
@@ -159,11 +160,12 @@ def test_it_says_so_when_a_given_redis_does_not_answer(tmp_path):
 
 def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_path, lan_turn):
     port = free_port()
-    panel = start_panel(tmp_path, port, DEMO="1")
+    name, subnet = slotted("demo", "10.230.0.0/24")  # beside another run's demo, each its own
+    panel = start_panel(tmp_path, port, DEMO="1", DEMO_LAN_NAME=name, DEMO_LAN_SUBNET=subnet)
     try:
         ready = read_until(panel, r"Demo ready.*", timeout=400)
-        split = re.findall(r"(demo-\d) \((\d+) layers\)", ready)
-        assert [name for name, _ in split] == ["demo-1", "demo-2", "demo-3"], ready
+        split = re.findall(rf"({name}-\d) \((\d+) layers\)", ready)
+        assert [laptop for laptop, _ in split] == [f"{name}-1", f"{name}-2", f"{name}-3"], ready
         assert all(int(count) > 0 for _, count in split), f"the model is split across all three: {ready}"
         session = requests.Session()
         base = f"http://127.0.0.1:{port}"
@@ -172,7 +174,7 @@ def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_
         session.post(f"{base}/login/", data={"username": "admin", "password": "first-admin-pass",
                                              "csrfmiddlewaretoken": token}, timeout=10)
         page = session.get(f"{base}/chat/", timeout=10)
-        assert "/chat/" in page.url and "demo-1" not in page.text
+        assert "/chat/" in page.url and f"{name}-1" not in page.text
         deployment = re.search(r'<option value="(\d+)"', page.text).group(1)
         token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
         sent = session.post(page.url + "send/", json={"text": "Say hello.", "deployment": deployment,
@@ -190,4 +192,4 @@ def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_
         stop_panel(panel)
     assert not still_running(processes, within=15)
     namespaces = subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout
-    assert "cp-demo-" not in namespaces, "the demo laptops are gone"
+    assert f"cp-{name}-" not in namespaces, "the demo laptops are gone"

@@ -24,6 +24,7 @@ from tests.conftest import PASSWORD, ROOT, wait_until
 from tests.jobs.cluster import end_engines
 from tests.nodes.laptops import register, run_now, target
 from tests.nodes.trouble import asleep
+from tests.services import unused_address
 
 ANSWERED = ("() => { const meta = document.querySelector('.turn .meta'); return meta && /tokens/.test(meta.innerText)"
             " && !document.querySelector('.turn .answer').classList.contains('streaming'); }")
@@ -79,7 +80,8 @@ def test_a_lab_admins_day(day, web_server, alice):
     first, second, third = day.laptops[:3]
     for laptop in (second, third):  # two laptops are there already; the admin adds the first by hand
         assert run_now(register(day, laptop), ActionKind.PROBE).status == "succeeded"
-    spare = Node.objects.create(name="spare", host="10.232.0.250", username="nobody", host_key=second.host_key)
+    spare = Node.objects.create(name="spare", host=unused_address(day.subnet), username="nobody",
+                                host_key=second.host_key)
     with browser() as chromium:
         page = chromium.new_page()
         check = Checked(page)

@@ -5,6 +5,7 @@ from nodes.models import Node
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import target
+from tests.services import unused_address
 
 
 def test_it_adds_a_laptop_after_showing_its_fingerprint_then_reports_live(alice, lan, web_server, celery_worker):
@@ -37,15 +38,15 @@ def test_it_adds_a_laptop_after_showing_its_fingerprint_then_reports_live(alice,
 
 
 def test_it_explains_an_unreachable_address_on_the_form(alice, lan, web_server):
-    lan(3)
+    ghost = unused_address(lan(3).subnet, 251)
     with browser_page() as page:
         log_in(page, web_server, "alice", PASSWORD)
         page.goto(f"{web_server}/nodes/add/")
         page.fill("#id_name", "ghost")
-        page.fill("#id_host", "10.232.0.251")
+        page.fill("#id_host", ghost)
         page.fill("#id_username", "nobody")
         page.click("text=Next: check the host key")
-        assert "Cannot reach 10.232.0.251:22" in page.content()
+        assert f"Cannot reach {ghost}:22" in page.content()
     assert not Node.objects.exists()
 
 

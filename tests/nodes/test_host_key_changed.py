@@ -1,21 +1,19 @@
 """A laptop that suddenly presents another host key is refused and flagged until an admin approves."""
 
 import time
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from nodes import ssh
 from nodes.models import ActionKind, ActionStatus, Node, NodeStatus
-from nodes.simlan import SimLan
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import register, run_now
+from tests.services import lan_harness, unused_address
 
 
 @pytest.fixture(scope="module")
 def rekey_lan():
-    harness = SimLan("rekey", Path(settings.DATA_DIR) / "simlan", subnet="10.237.0.0/24")
+    harness = lan_harness("rekey", "10.237.0.0/24")
     yield harness, harness.up(1)
     harness.down()
 
@@ -51,13 +49,15 @@ def test_it_refuses_a_changed_host_key_flags_the_laptop_and_waits_for_approval(r
 def test_it_gives_up_on_an_unreachable_laptop_without_hanging_a_worker(rekey_lan, db):
     """An unused address inside the LAN this test made: nothing answers there."""
     key = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIJRvvesEHT9Lj/odiUekLSyxfHkxh+kIRGnuGyJVpB1/"
-    node = Node.objects.create(name="gone", host="10.237.0.200", username="u", host_key=key,
+    _, lan = rekey_lan
+    address = unused_address(lan.subnet, 200)
+    node = Node.objects.create(name="gone", host=address, username="u", host_key=key,
                                private_key=ssh.generate_key_pair("t")[0])
     started = time.monotonic()
     action = run_now(node, ActionKind.PROBE)
     assert time.monotonic() - started < ssh.CONNECT_TIMEOUT + 5
     node.refresh_from_db()
-    assert action.status == ActionStatus.FAILED and "Cannot reach 10.237.0.200" in action.error
+    assert action.status == ActionStatus.FAILED and f"Cannot reach {address}" in action.error
     assert node.status == NodeStatus.OFFLINE
 
 

@@ -1,19 +1,17 @@
 """The panel measures each laptop's speed with llama.cpp itself, and a slowed laptop measures slower."""
 
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from nodes import ssh
 from nodes.models import ActionKind, ActionStatus
-from nodes.simlan import SimLan
 from tests.nodes.laptops import register, run_now
+from tests.services import lan_harness
 
 
 @pytest.fixture(scope="module")
 def speed_lan():
-    harness = SimLan("speed", Path(settings.DATA_DIR) / "simlan", subnet="10.238.0.0/24")
+    harness = lan_harness("speed", "10.238.0.0/24")
     lan = harness.up(2)
     harness.limit(2, lan.laptops[1].sshd_pid, None, 0.25)  # a quarter of one core
     yield lan

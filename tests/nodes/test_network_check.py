@@ -1,20 +1,18 @@
 """Measuring the link to a laptop over plain TCP, and saying what is wrong with it."""
 
-from pathlib import Path
 
 import pytest
-from django.conf import settings
 
 from nodes.models import ActionKind, ActionStatus, LinkCheck
 from nodes.netcheck import warnings
-from nodes.simlan import SimLan
 from tests.nodes.laptops import register, run_now
+from tests.services import lan_harness
 
 
 @pytest.fixture(scope="module")
 def slow_lan():
     """One laptop behind a 100 Mbit link, as if a cheap switch sat in the way."""
-    harness = SimLan("slow", Path(settings.DATA_DIR) / "simlan", subnet="10.234.0.0/24")
+    harness = lan_harness("slow", "10.234.0.0/24")
     yield harness.up(1, rate="100mbit")
     harness.down()
 

@@ -1,12 +1,14 @@
 """Registering laptops: the host key is pinned, the login proven, and nothing is saved on failure."""
 
 import io
+import re
 from pathlib import Path
 
 import pytest
 from django.core.management import CommandError, call_command
 
 from nodes.models import Node, NodeStatus
+from tests.services import unused_address
 
 
 def addnode(*args: str, stdin: str = "") -> str:
@@ -76,9 +78,9 @@ def test_it_gives_up_on_an_unreachable_address_within_the_connect_timeout(lan, d
 
     from nodes import ssh
 
-    lan(3)
+    ghost = unused_address(lan(3).subnet)
     started = time.monotonic()
-    with pytest.raises(CommandError, match="Cannot reach 10.232.0.250:22"):
-        addnode("--name", "ghost", "--host", "10.232.0.250", "--user", "nobody", "--password", "--yes")
+    with pytest.raises(CommandError, match=f"Cannot reach {re.escape(ghost)}:22"):
+        addnode("--name", "ghost", "--host", ghost, "--user", "nobody", "--password", "--yes")
     assert time.monotonic() - started < ssh.CONNECT_TIMEOUT + 5
     assert not Node.objects.exists()

@@ -11,7 +11,8 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from nodes import ssh
-from nodes.simlan import SimLan, is_running
+from nodes.simlan import is_running
+from tests.services import lan_harness, slotted
 
 SUBNET = "10.233.0.0/24"
 
@@ -30,7 +31,7 @@ def users_named(prefix: str) -> list[str]:
 
 @pytest.fixture
 def harness(lan_turn):
-    lan = SimLan("life", Path(settings.DATA_DIR) / "simlan", subnet=SUBNET)
+    lan = lan_harness("life", SUBNET)
     yield lan
     lan.down()
 
@@ -39,11 +40,12 @@ def test_it_removes_every_namespace_link_user_and_process_it_made(harness):
     lan = harness.up(2)
     pids = [laptop.sshd_pid for laptop in lan.laptops]
     assert all(is_running(pid) for pid in pids)
-    assert "cp-life-1" in namespaces() and "cpbr-life" in links()
+    name = harness.name
+    assert f"cp-{name}-1" in namespaces() and f"cpbr-{name}" in links()
     harness.down()
-    assert "cp-life-" not in namespaces()
-    assert "cpv-life" not in links() and "cpbr-life" not in links()
-    assert users_named("cpsim-life-") == []
+    assert f"cp-{name}-" not in namespaces()
+    assert f"cpv-{name}" not in links() and f"cpbr-{name}" not in links()
+    assert users_named(f"cpsim-{name}-") == []
     assert not any(is_running(pid) for pid in pids)
     assert harness.status() is None
 
@@ -53,13 +55,13 @@ def test_it_cleans_up_a_crashed_lan_before_the_next_up(harness):
     harness.state_file.unlink()  # as if the process that made it had died
     lan = harness.up(1)
     assert len(lan.laptops) == 1
-    assert "cp-life-2" not in namespaces()
-    assert users_named("cpsim-life-") == ["cpsim-life-1"]
+    assert f"cp-{harness.name}-2" not in namespaces()
+    assert users_named(f"cpsim-{harness.name}-") == [f"cpsim-{harness.name}-1"]
 
 
 def test_it_caps_each_link_at_the_rate_asked_for(harness):
     lan = harness.up(1, rate="100mbit")
-    qdisc = subprocess.run(["tc", "qdisc", "show", "dev", "cpv-life1"], capture_output=True, text=True).stdout
+    qdisc = subprocess.run(["tc", "qdisc", "show", "dev", harness.veth(1)], capture_output=True, text=True).stdout
     assert "tbf" in qdisc and "100Mbit" in qdisc
     inside = subprocess.run(["tc", "-n", lan.laptops[0].netns, "qdisc", "show", "dev", "eth0"],
                             capture_output=True, text=True).stdout
@@ -73,24 +75,25 @@ def test_it_gives_a_laptop_less_memory_through_a_cgroup(harness):
                                    private_key=Path(lan.key_path).read_text()),
                      ["sh", "-c", "cat /proc/self/cgroup | grep memory"])
     group = result.stdout.strip().split(":")[-1]
-    assert group == "/clusterpanel-life-1"
+    assert group == f"/clusterpanel-{harness.name}-1"
     limit = Path("/sys/fs/cgroup/memory") / group.lstrip("/") / "memory.limit_in_bytes"
     assert int(limit.read_text()) == 256 * 2**20
 
 
 def test_it_rejects_a_rate_it_cannot_read(harness):
     with pytest.raises(CommandError, match="write it like 1gbit"):
-        call_command("simlan", "up", "1", "--name", "life", "--subnet", SUBNET, "--rate", "fast")
-    assert "cp-life-" not in namespaces()
+        call_command("simlan", "up", "1", "--name", harness.name, "--subnet", str(harness.network), "--rate", "fast")
+    assert f"cp-{harness.name}-" not in namespaces()
 
 
-def test_it_explains_that_it_needs_root(monkeypatch):
+def test_it_explains_that_it_needs_root(lan_turn, monkeypatch):
+    name, subnet = slotted("life", SUBNET)
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     with pytest.raises(CommandError) as error:
-        call_command("simlan", "up", "2", "--name", "life", "--subnet", SUBNET)
+        call_command("simlan", "up", "2", "--name", name, "--subnet", subnet)
     assert "needs root" in str(error.value)
     assert "addnode" in str(error.value), "it says how to register real laptops instead"
-    assert "cp-life-" not in namespaces()
+    assert f"cp-{name}-" not in namespaces()
 
 
 def test_it_exits_non_zero_without_root():
