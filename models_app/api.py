@@ -150,9 +150,10 @@ def delete(request: HttpRequest, name: str):
 
 def plan_form(payload: PlanIn) -> PlanForm:
     """The Plan page's own form, from names: the same checks, the same words."""
-    for name in (payload.model, *payload.nodes, *payload.order):
-        if not name.isprintable():  # a NUL is PostgreSQL's 500
-            raise ApiError(f"{name!r} is not a name the panel gives.", 400)
+    for field, names in (("model", [payload.model]), ("nodes", payload.nodes), ("order", payload.order)):
+        for name in names:
+            if not name.isprintable():  # a NUL is PostgreSQL's 500
+                raise ApiError(f"{name!r} is not a name the panel gives.", 400, field)
     model = GgufModel.objects.filter(name=payload.model).first()
     if model is None:
         raise ApiError(f"There is no model {payload.model!r}.", 404, "model")

@@ -70,7 +70,7 @@ def described(upload: Upload) -> dict:
 
 
 def refusal(exc: uploads.UploadError) -> ApiError:
-    return ApiError(str(exc), STATUS.get(type(exc), 422))
+    return ApiError(str(exc), STATUS.get(type(exc), 422), exc.field)
 
 
 def own(request: HttpRequest, pk: UUID) -> UUID:

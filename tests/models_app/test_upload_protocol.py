@@ -65,6 +65,7 @@ def test_it_refuses_sizes_over_the_limit_or_the_free_space(admin, settings, monk
     no_room = start(admin, "big.gguf", 2 << 30)
     assert no_room.status_code == 422 and "only 1.0\xa0GB is free" in no_room.json()["error"]
     assert start(admin, "empty.gguf", 0).status_code == 422
+    assert {over.json()["field"], no_room.json()["field"], start(admin, "empty.gguf", 0).json()["field"]} == {"size"}
     assert_nothing_left()
 
 
@@ -77,6 +78,7 @@ def test_it_continues_the_same_file_picked_again(admin, model_bytes):
     assert again.json()["offset"] == CHUNK
     other_date = start(admin, "m.gguf", len(model_bytes), modified=2)
     assert other_date.status_code == 422 and "already exists or is being uploaded" in other_date.json()["error"]
+    assert other_date.json()["field"] == "name", "the model's name came from the file's"
 
 
 def test_it_cancels_and_removes_the_part_file(admin, model_bytes):
