@@ -1,12 +1,14 @@
 """Every list of the REST API pages as docs/api.md says lists do: `?limit=` (1–200) and `?offset=`, answering
-{count, limit, offset, next, results} — the tokens, the model library and the unfinished uploads too, which
-once answered everything at once whatever the limit."""
+{count, limit, offset, next, results} — the tokens, the model library, the unfinished uploads and a laptop's
+actions too, which once answered everything at once (or the 50 latest actions) whatever the limit."""
 
 import pytest
 import requests
 
 from clusterpanel.models import ApiToken
 from models_app.models import GgufModel, Upload
+from nodes.models import ActionKind, Node, NodeAction
+from tests.rows import HOST_KEY
 
 
 def model(name: str) -> GgufModel:
@@ -21,10 +23,13 @@ def three_of_each(transactional_db, alice):
         ApiToken.issue(alice, f"token {n}")
         model(f"model-{n}")
         Upload.objects.create(owner=alice, name=f"m{n}.gguf", size=1000, modified=n, model_name=f"upload-{n}")
+    laptop = Node.objects.create(name="lab-1", host="10.0.0.1", username="lab", host_key=HOST_KEY)
+    for kind in (ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.PROBE):
+        NodeAction.objects.create(node=laptop, kind=kind)
 
 
 @pytest.mark.parametrize("path, key", [("/api/tokens/", "name"), ("/api/models/", "name"),
-                                       ("/api/uploads/", "model_name")])
+                                       ("/api/uploads/", "model_name"), ("/api/nodes/lab-1/actions/", "id")])
 def test_a_list_answers_the_page_asked_for(web_server, alice, three_of_each, path, key):
     auth = {"Authorization": f"Bearer {ApiToken.issue(alice, 'lister')[1]}"}  # a fourth token
     whole = requests.get(f"{web_server}{path}", headers=auth, timeout=30).json()
