@@ -22,8 +22,11 @@ api = NinjaAPI(
     title="clusterpanel", version="1", urls_namespace="api", auth=PanelAuth(), parser=SafeParser(),
     openapi_url="/schema/", docs_url="/docs/",
     description="Everything the panel's pages do, for scripts. Authenticate with `Authorization: Bearer "
-                "<token>` (tokens at /account/tokens/). Errors are `{\"error\": sentence, \"field\": name or "
-                "null}`; see docs/api.md.")
+                "<token>` (tokens at /account/tokens/; the Authorize button takes one), or a logged-in session. "
+                "Errors are `{\"error\": sentence, \"field\": name or null}`.\n\n"
+                "The model itself also answers at **/v1/**, the OpenAI-compatible API (models, chat completions, "
+                "completions, files, batches): point any OpenAI client at `<panel>/v1` with a token as its API "
+                "key. It follows OpenAI's own reference rather than this schema; docs/api.md describes both.")
 install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
 api.add_router("/batches/", batches, tags=["batches"])

@@ -152,6 +152,10 @@ def admin_only(request: HttpRequest, what: str) -> User:
 class PanelAuth:
     """A bearer token (its owner's role, its own limits) or a browser session (CSRF-checked on changes)."""
 
+    # What the schema declares (ninja reads it), so Swagger's Authorize button and generated clients send tokens
+    openapi_security_schema = {"type": "http", "scheme": "bearer", "description": (
+        "An API token from /account/tokens/ (or POST /api/tokens/), sent as `Authorization: Bearer cp_...`.")}
+
     def __call__(self, request: HttpRequest) -> User:
         try:
             user = apiauth.authenticate(request)

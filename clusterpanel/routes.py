@@ -52,7 +52,8 @@ class NotARoute:
         self.namespace, self.kwarg = namespace, kwarg
 
     def __call__(self, value: str) -> None:
-        url = taken_url(self.namespace, self.kwarg, value)
+        # `Add` reaches its own page, but reads as the Add page's name: names differing in case only go together
+        url = taken_url(self.namespace, self.kwarg, value) or taken_url(self.namespace, self.kwarg, value.lower())
         if url:
             raise ValidationError(f"The name {value} is taken by another page of the panel ({url}); "
                                   "choose another name.", code="reserved")

@@ -7,7 +7,7 @@ from django.views.decorators.debug import sensitive_variables
 from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel import tokens
-from clusterpanel.apikit import ApiError, Input, caller, errors
+from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, caller, errors, paged
 from clusterpanel.models import ApiToken
 
 router = Router()
@@ -45,12 +45,14 @@ def refused(exc: tokens.TokenError) -> ApiError:
     return ApiError(str(exc), exc.status, exc.field)
 
 
-@router.get("/", response={200: list[TokenOut], **errors(403)}, summary="List API tokens")
-def list_tokens(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only).")):
+@router.get("/", response={200: Page[TokenOut], **errors(403)}, summary="List API tokens, newest first")
+def list_tokens(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
+                limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
     try:
-        return [described(token) for token in tokens.visible(caller(request), everyone=all)]
+        listed = tokens.visible(caller(request), everyone=all).order_by("-created", "-pk")
     except tokens.TokenError as exc:
         raise refused(exc) from None
+    return paged(request, listed, described, limit, offset)
 
 
 @router.post("/", response={201: NewToken, **errors(403)}, summary="Make an API token")

@@ -6,9 +6,9 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from django.shortcuts import get_object_or_404
-from ninja import Field, Router, Schema, Status
+from ninja import Field, Query, Router, Schema, Status
 
-from clusterpanel.apikit import ApiError, Input, admin_only, errors, form_refusal
+from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, admin_only, errors, form_refusal, paged
 from models_app import removal
 from models_app.library import LibraryError, register_path
 from models_app.models import GgufModel
@@ -103,10 +103,11 @@ def named(request: HttpRequest, name: str) -> GgufModel:
     return get_object_or_404(GgufModel, name=name)
 
 
-@models.get("/", response={200: list[ModelOut], **errors(403)}, summary="The model library")
-def list_models(request: HttpRequest):
+@models.get("/", response={200: Page[ModelOut], **errors(403)}, summary="The model library, by name")
+def list_models(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+                offset: int = Query(0, ge=0, le=2**31)):
     admin_only(request, "see the model library")
-    return [model_row(model) for model in GgufModel.objects.order_by("name")]
+    return paged(request, GgufModel.objects.order_by("name"), model_row, limit, offset)
 
 
 @models.post("/", response={201: ModelDetail, **errors(403)}, summary="Register a GGUF file on the panel's machine")
@@ -149,9 +150,10 @@ def delete(request: HttpRequest, name: str):
 
 def plan_form(payload: PlanIn) -> PlanForm:
     """The Plan page's own form, from names: the same checks, the same words."""
-    for name in (payload.model, *payload.nodes, *payload.order):
-        if not name.isprintable():  # a NUL is PostgreSQL's 500
-            raise ApiError(f"{name!r} is not a name the panel gives.", 400)
+    for field, names in (("model", [payload.model]), ("nodes", payload.nodes), ("order", payload.order)):
+        for name in names:
+            if not name.isprintable():  # a NUL is PostgreSQL's 500
+                raise ApiError(f"{name!r} is not a name the panel gives.", 400, field)
     model = GgufModel.objects.filter(name=payload.model).first()
     if model is None:
         raise ApiError(f"There is no model {payload.model!r}.", 404, "model")

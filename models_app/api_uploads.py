@@ -13,9 +13,9 @@ from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest
 from django.urls import reverse
-from ninja import Field, Header, Router, Schema, Status
+from ninja import Field, Header, Query, Router, Schema, Status
 
-from clusterpanel.apikit import ApiError, Error, Input, admin_only, errors
+from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Error, Input, Page, admin_only, errors, paged
 from models_app import uploads
 from models_app.models import Upload
 
@@ -70,7 +70,7 @@ def described(upload: Upload) -> dict:
 
 
 def refusal(exc: uploads.UploadError) -> ApiError:
-    return ApiError(str(exc), STATUS.get(type(exc), 422))
+    return ApiError(str(exc), STATUS.get(type(exc), 422), exc.field)
 
 
 def own(request: HttpRequest, pk: UUID) -> UUID:
@@ -80,10 +80,12 @@ def own(request: HttpRequest, pk: UUID) -> UUID:
     return pk
 
 
-@router.get("/", response={200: list[UploadOut], **errors(403)}, url_name="uploads", summary="Your unfinished uploads")
-def list_uploads(request: HttpRequest):
+@router.get("/", response={200: Page[UploadOut], **errors(403)}, url_name="uploads",
+            summary="Your unfinished uploads, oldest first")
+def list_uploads(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+                 offset: int = Query(0, ge=0, le=2**31)):
     user = admin_only(request, "upload models")
-    return [described(upload) for upload in Upload.objects.filter(owner=user).order_by("created")]
+    return paged(request, Upload.objects.filter(owner=user).order_by("created", "pk"), described, limit, offset)
 
 
 @router.post("/", response={200: UploadOut, 201: UploadOut, **errors(403, 422)},

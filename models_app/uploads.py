@@ -30,7 +30,11 @@ COPY_BYTES = 1 << 20
 
 
 class UploadError(Exception):
-    """The upload is refused; whatever had arrived is gone."""
+    """The upload is refused; whatever had arrived is gone. `field`: the start's field at fault, if one is."""
+
+    def __init__(self, message: str = "", field: str | None = None) -> None:
+        super().__init__(message)
+        self.field = field
 
 
 class UploadGone(UploadError):
@@ -56,12 +60,13 @@ def start(owner, name: str, size: int, modified: int, model_name: str = "") -> t
         if earlier.part_path.exists():
             return earlier, True
         earlier.delete()
-    slug = free_model_name(model_name or default_model_name(name))
+    named_by = "model_name" if model_name else "name"  # the model's name comes from the file's when none is given
+    slug = free_model_name(model_name or default_model_name(name), named_by)
     check_room(name, size)
     try:
         upload = Upload.objects.create(owner=owner, name=name, size=size, modified=modified, model_name=slug)
     except IntegrityError:
-        raise UploadError(f"Another upload just took the name {slug!r}; choose another name.") from None
+        raise UploadError(f"Another upload just took the name {slug!r}; choose another name.", named_by) from None
     Path(settings.UPLOAD_DIR).mkdir(parents=True, exist_ok=True)
     upload.part_path.open("xb").close()
     return upload, False
@@ -77,31 +82,33 @@ def default_model_name(name: str) -> str:
     return base[:-5] if base.lower().endswith(".gguf") else base
 
 
-def free_model_name(wanted: str) -> str:
-    """The slug `register_path` would give, refused now if taken rather than after gigabytes arrive."""
+def free_model_name(wanted: str, field: str) -> str:
+    """The slug `register_path` would give, refused now (naming `field`) if taken rather than after gigabytes
+    arrive."""
     slug = slugify(wanted.lower())[:80]
     try:
         check_name(slug)
     except LibraryError as exc:
-        raise UploadError(str(exc)) from None
+        raise UploadError(str(exc), field) from None
     if GgufModel.objects.filter(name=slug).exists() or Upload.objects.filter(model_name=slug).exists():
-        raise UploadError(f"A model named {slug!r} already exists or is being uploaded; choose another name.")
+        raise UploadError(f"A model named {slug!r} already exists or is being uploaded; choose another name.",
+                          field)
     return slug
 
 
 def check_room(name: str, size: int) -> None:
     if size <= 0:
-        raise UploadError(f"{name} is empty.")
+        raise UploadError(f"{name} is empty.", "size")
     if size > settings.UPLOAD_MAX_BYTES:
         raise UploadError(f"{name} is {filesizeformat(size)}; the panel accepts uploads up to "
-                          f"{filesizeformat(settings.UPLOAD_MAX_BYTES)} (UPLOAD_MAX_BYTES).")
+                          f"{filesizeformat(settings.UPLOAD_MAX_BYTES)} (UPLOAD_MAX_BYTES).", "size")
     folder = Path(settings.UPLOAD_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     promised = sum(u.size - u.received for u in Upload.objects.all())  # room other uploads still need
     free = shutil.disk_usage(folder).free - promised
     if size > free:
         raise UploadError(f"{name} is {filesizeformat(size)} but only {filesizeformat(max(free, 0))} is free "
-                          f"on the panel's disk.")
+                          f"on the panel's disk.", "size")
 
 
 def append(upload_id, offset: int, body: BinaryIO, length: int) -> GgufModel | None:

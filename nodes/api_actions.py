@@ -11,7 +11,19 @@ from django.shortcuts import get_object_or_404
 from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 
-from clusterpanel.apikit import ApiError, Input, described_as_events, errors, event_stream, existing, follow
+from clusterpanel.apikit import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
+    ApiError,
+    Input,
+    Page,
+    described_as_events,
+    errors,
+    event_stream,
+    existing,
+    follow,
+    paged,
+)
 from nodes import metrics, rpcserver, serving, ssh
 from nodes.api import ActionOut, ServerOut, laptop
 from nodes.models import ActionStatus, MetricMinute, NodeAction, RpcServer
@@ -48,10 +60,12 @@ def start_action(request: HttpRequest, name: str, payload: ActionIn):
     return Status(202, action_row(enqueue(node, payload.kind, request.auth)))
 
 
-@router.get("/{slug:name}/actions/", response={200: list[ActionOut], **errors(403, 404)},
-            summary="A laptop's latest actions")
-def list_actions(request: HttpRequest, name: str):
-    return [action_row(action) for action in laptop(request, name).actions.select_related("node")[:50]]
+@router.get("/{slug:name}/actions/", response={200: Page[ActionOut], **errors(403, 404)},
+            summary="A laptop's actions, newest first")
+def list_actions(request: HttpRequest, name: str, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+                 offset: int = Query(0, ge=0, le=2**31)):
+    actions = laptop(request, name).actions.select_related("node").order_by("-created", "-pk")
+    return paged(request, actions, action_row, limit, offset)
 
 
 def action_of(request: HttpRequest, name: str, pk: int) -> NodeAction:

@@ -21,7 +21,17 @@ class SecretTextarea(forms.Textarea):
         return None
 
 
-class AddNodeForm(forms.ModelForm):
+class AsSent:
+    """The fields that reach command lines reach the model's validators as sent: a space or a line break around
+    one is refused in words, as every other door (the API, addnode) refuses it, instead of being cut off here."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        for name in ("name", "host", "username", "install_dir"):
+            self.fields[name].strip = False
+
+
+class AddNodeForm(AsSent, forms.ModelForm):
     """Step one: where the laptop is. The panel then fetches its host key for the admin to confirm."""
 
     auth = forms.ChoiceField(choices=AUTH_CHOICES, widget=forms.RadioSelect, initial="password",
@@ -82,7 +92,7 @@ def sign_host_key(key: str) -> str:
 GB = 1 << 30
 
 
-class EditNodeForm(forms.ModelForm):
+class EditNodeForm(AsSent, forms.ModelForm):
     """What an admin may change of a laptop once added. Memory is in GB here and in bytes on the model."""
 
     usable_gb = forms.FloatField(

@@ -46,21 +46,27 @@ class HostKeyMismatch(SSHError):
 
 # Stricter than OpenSSH's own checks (ssh.c valid_ruser, valid_hostname: no leading '-', no shell
 # metacharacters, no spaces or control characters): what a laptop's login and address really look like.
-USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.@-]{0,63}")
+USER_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 HOST_LABEL = re.compile(r"[A-Za-z0-9_]([A-Za-z0-9_-]{0,61}[A-Za-z0-9_])?")
-SCOPE = re.compile(r"[A-Za-z0-9_.-]{1,15}")  # an IPv6 zone: an interface name (fe80::1%eth0) or its index
-USER_RULE = "A user name holds only letters, digits, '.', '_', '-' and '@', and starts with a letter, digit or '_'."
+SCOPE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,14}")  # an IPv6 zone: an interface (fe80::1%eth0) or its index
+USER_RULE = ("A user name holds only letters, digits, '.', '_' and '-', and starts with a letter, digit or '_' "
+             "(the laptop's address goes in its own field, not user@host).")
+AROUND = "starts or ends with a space or a line break; remove it."
 HOST_RULE = ("Enter an IP address or a host name: letters, digits, '-' and '.', "
              "with no part starting or ending with '-'.")
 
 
 def user_problem(username: str) -> str | None:
     """Why `username` is no login name for a laptop (it could be read as an option or a command); None if fine."""
+    if username != username.strip():
+        return f"The user name {AROUND}"
     return None if USER_NAME.fullmatch(username) else USER_RULE
 
 
 def host_problem(host: str) -> str | None:
     """Why `host` is no address of a laptop; None if fine."""
+    if host != host.strip():
+        return f"The address {AROUND}"
     try:
         address = ipaddress.ip_address(host)
     except ValueError:

@@ -53,6 +53,7 @@ def parse(body: dict, kind: str) -> Request:
         if body.get(name) is not None:
             request.generation["max_tokens"], request.renamed["max_tokens"] = body[name], name
             break
+    generation_params(request, None)  # bad input is refused before a deployment is looked for (none may be ready)
     return request
 
 
@@ -84,8 +85,8 @@ def usage_wanted(body: dict) -> bool:
     return flag(options, "include_usage")
 
 
-def generation_params(request: Request, ctx: int) -> params.Params:
-    """Checked by jobs/params.py; max_tokens may not exceed the deployment's context."""
+def generation_params(request: Request, ctx: int | None) -> params.Params:
+    """Checked by jobs/params.py; max_tokens may not exceed the deployment's context, once there is one."""
     try:
         return params.validate(request.generation, max_tokens_limit=ctx)
     except params.ParamError as exc:

@@ -21,7 +21,7 @@ from jobs.batching.files import FileError
 from jobs.models import ApiFile, Batch
 from jobs.queue.queueing import QueueError
 
-LIST_LIMIT = 100
+FILES_LIMIT, BATCHES_LIMIT = (10_000, 10_000), (20, 100)  # OpenAI's default and most per page
 METADATA = (16, 64, 512)  # OpenAI's limits: pairs, key length, value length
 
 
@@ -41,13 +41,13 @@ def door(*methods: str) -> Callable:
             try:
                 return view(request, *args, **kwargs)
             except (InputError, FileError) as exc:
-                return failed(exc.status, str(exc), exc.param)
+                return failed(exc.status, str(exc), exc.param, getattr(exc, "code", None))
         return wrapped
     return decorate
 
 
-def failed(status: int, message: str, param: str | None = None) -> JsonResponse:
-    return JsonResponse(openai_api.error(message, param), status=status)
+def failed(status: int, message: str, param: str | None = None, code: str | None = None) -> JsonResponse:
+    return JsonResponse(openai_api.error(message, param, code), status=status)
 
 
 def file_object(file: ApiFile) -> dict:
@@ -62,11 +62,22 @@ def listed(objects: list, shape: Callable, limit: int) -> JsonResponse:
                          "last_id": data[-1]["id"] if data else None, "has_more": len(objects) > limit})
 
 
-def page_limit(request: HttpRequest) -> int:
-    raw = request.GET.get("limit", "20")
-    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= LIST_LIMIT:
-        raise InputError(f"limit must be a whole number from 1 to {LIST_LIMIT}.", "limit")
+def page_limit(request: HttpRequest, limits: tuple[int, int]) -> int:
+    default, most = limits
+    raw = request.GET.get("limit", str(default))
+    if not raw.isascii() or not raw.isdigit() or not 1 <= int(raw) <= most:
+        raise InputError(f"limit must be a whole number from 1 to {most:,}.", "limit")
     return int(raw)
+
+
+def ordered(request: HttpRequest, found, after):
+    """`found` in the order asked for (`order`: desc, newest first, or asc), from past `after` if given."""
+    order = request.GET.get("order", "desc")
+    if order not in ("asc", "desc"):
+        raise InputError(f"order must be asc or desc, not {order!r}.", "order")
+    if after is not None:
+        found = found.filter(pk__gt=after.pk) if order == "asc" else found.filter(pk__lt=after.pk)
+    return found.order_by("pk" if order == "asc" else "-pk")
 
 
 @door("GET", "POST")
@@ -75,8 +86,8 @@ def file_list(request: HttpRequest) -> HttpResponse:
         upload = request.FILES.get("file")
         if upload is None:
             raise InputError("Send the file as multipart/form-data field `file`, with `purpose` \"batch\".", "file")
-        return JsonResponse(file_object(files.store(request.user, upload.name, upload.read(),
-                                                    request.POST.get("purpose", ""))))
+        return JsonResponse(file_object(files.upload(request.user, upload.name, upload.read(),
+                                                     request.POST.get("purpose", ""))))
     found = files.visible(request.user).filter(user=request.user)
     purpose = request.GET.get("purpose")
     if purpose:
@@ -84,11 +95,9 @@ def file_list(request: HttpRequest) -> HttpResponse:
             raise InputError("purpose must be batch or batch_output.", "purpose")
         found = found.filter(purpose=purpose)
     after = request.GET.get("after")
-    if after:
-        anchor = files.find(request.user, after)
-        found = found.filter(pk__lt=anchor.pk)
-    limit = page_limit(request)
-    return listed(list(found.order_by("-pk")[:limit + 1]), file_object, limit)
+    found = ordered(request, found, files.find(request.user, after) if after else None)
+    limit = page_limit(request, FILES_LIMIT)
+    return listed(list(found[:limit + 1]), file_object, limit)
 
 
 @door("GET", "DELETE")
@@ -123,7 +132,7 @@ def batch_object(batch: Batch) -> dict:
     def at(moment) -> int | None:
         return int(moment.timestamp()) if moment else None
 
-    errors = [{"code": "invalid_request", "message": bad["reason"], "param": None, "line": bad["line"]}
+    errors = [{"code": bad.get("code", "invalid_request"), "message": bad["reason"], "param": None, "line": bad["line"]}
               for bad in batch.rejected[:1000]]
     return {
         "id": f"batch_{batch.pk}", "object": "batch", "endpoint": batch.endpoint, "input_file_id": batch.input_file_id,
@@ -160,7 +169,7 @@ def batch_list(request: HttpRequest) -> HttpResponse:
     after = request.GET.get("after")
     if after:
         found = found.filter(pk__lt=own_batch(request, after).pk)
-    limit = page_limit(request)
+    limit = page_limit(request, BATCHES_LIMIT)
     return listed(list(found.order_by("-pk")[:limit + 1]), batch_object, limit)
 
 

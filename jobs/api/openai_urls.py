@@ -1,6 +1,7 @@
-"""/v1/: the OpenAI-compatible API (no trailing slashes: OpenAI clients add none)."""
+"""/v1/: the OpenAI-compatible API (no trailing slashes: OpenAI clients add none). Every answer is JSON in
+OpenAI's error shape, a path that names nothing too."""
 
-from django.urls import path
+from django.urls import path, re_path
 
 from jobs.api import openai_batches, openai_views
 
@@ -14,4 +15,5 @@ urlpatterns = [
     path("batches", openai_batches.batch_list, name="openai-batches"),
     path("batches/<str:batch_id>", openai_batches.batch_detail, name="openai-batch"),
     path("batches/<str:batch_id>/cancel", openai_batches.batch_cancel, name="openai-batch-cancel"),
+    re_path(r"^(?P<rest>[\s\S]*)$", openai_views.no_such_path, name="openai-unknown"),  # last: what matched nothing
 ]

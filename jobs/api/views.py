@@ -121,12 +121,18 @@ def new_job(user, payload: JobIn) -> Job:
         if payload.prompt is None:
             raise ApiError("prompt: a completion needs a prompt (a string).", field="prompt")
         job.prompt = payload.prompt
+    checked_params(payload.params, None)  # bad input is refused before a deployment is looked for
     job.deployment = chosen_deployment(payload.deployment)
+    job.params = checked_params(payload.params, job.deployment.ctx).as_dict()
+    return job
+
+
+def checked_params(raw: dict | None, ctx: int | None) -> params.Params:
+    """`raw` as jobs/params.py takes them; max_tokens no more than the deployment's context, once there is one."""
     try:
-        job.params = params.validate(payload.params or {}, max_tokens_limit=job.deployment.ctx).as_dict()
+        return params.validate(raw or {}, max_tokens_limit=ctx)
     except params.ParamError as exc:
         raise ApiError(str(exc), field=f"params.{exc.param}" if exc.param else "params") from None
-    return job
 
 
 def chosen_deployment(pk: int | None) -> Deployment:

@@ -29,14 +29,13 @@ def group(batch_id: int) -> str:
 def from_file(user, deployment: Deployment, name: str, data: bytes, input_file: ApiFile | None = None,
               endpoint: str | None = None, metadata: dict | None = None) -> Batch:
     """A batch of the file's good lines; FileRefused (with the rejected lines) when it has none. The file is kept
-    as the batch's input file (OpenAI's Files API shows it), or is `input_file` already; `endpoint`, when given,
-    is the one every line must name."""
-    parsed = batchfile.parse(name, data, settings.BATCH_MAX_LINES, max_tokens_limit=deployment.ctx)
+    as the batch's input file (OpenAI's Files API shows it), or is `input_file` already. `endpoint` is given by
+    the OpenAI door: the file is read as JSONL, every line must name that endpoint, and a line naming a model
+    must name the deployment's (a batch runs on one model, as OpenAI's do)."""
+    parsed = batchfile.parse(name, data, settings.BATCH_MAX_LINES, max_tokens_limit=deployment.ctx,
+                             kind="jsonl" if endpoint else None)
     if endpoint:
-        for request in [r for r in parsed.requests if r.url != endpoint]:
-            parsed.requests.remove(request)
-            parsed.reject(request.line, f"url must be {endpoint!r}, the batch's endpoint.", request.custom_id)
-        parsed.rejected.sort(key=lambda bad: bad["line"])
+        hold_to_the_batch(parsed, endpoint, deployment)
     if not parsed.requests:
         raise batchfile.FileRefused(f"No line of the file can run ({len(parsed.rejected)} rejected); "
                                     "nothing was queued. Fix the lines below and upload it again.", parsed.rejected)
@@ -48,6 +47,22 @@ def from_file(user, deployment: Deployment, name: str, data: bytes, input_file: 
         if stored:
             input_file.delete()
         raise
+
+
+def hold_to_the_batch(parsed: Parsed, endpoint: str, deployment: Deployment) -> None:
+    """Rejects the lines that name another endpoint, or another model, than the batch's."""
+    for request in list(parsed.requests):
+        if request.url != endpoint:
+            parsed.reject(request.line, f"url must be {endpoint!r}, the batch's endpoint.", request.custom_id)
+        elif request.model not in (None, "", *deployment.model_ids):  # none: as /v1/chat/completions, the default
+            parsed.reject(request.line, f"body.model {batchfile.shown(request.model)} is not "
+                          f"{deployment.model.name}, the model this batch runs on (its first request's): a batch "
+                          "runs on one model, so send the requests for another model as a batch of their own.",
+                          request.custom_id, "model_not_found")
+        else:
+            continue
+        parsed.requests.remove(request)
+    parsed.rejected.sort(key=lambda bad: bad["line"])
 
 
 def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_id: str = "",

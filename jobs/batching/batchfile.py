@@ -18,7 +18,7 @@ COMPLETIONS_URL = "/v1/completions"
 ENDPOINTS = (CHAT_URL, COMPLETIONS_URL)
 LINE_KEYS = {"custom_id", "method", "url", "body"}
 ROLES = {"system", "user", "assistant", "developer"}  # "developer" is OpenAI's newer name for system
-IGNORED_BODY = {"model", "user"}  # every line runs on the deployment chosen on the page
+IGNORED_BODY = {"model", "user"}  # the page runs every line on its chosen deployment; /v1 checks `model` itself
 CSV_COLUMNS = ("prompt", "system", "max_tokens", "custom_id")
 MAX_CUSTOM_ID = 200
 SHOWN_CHARS = 40
@@ -43,6 +43,7 @@ class Request:
     params: dict
     prompt: str = ""  # a /v1/completions line's, instead of messages
     url: str = CHAT_URL
+    model: object = None  # the line's body.model as sent; the OpenAI door holds every line to the batch's
 
 
 @dataclass
@@ -51,8 +52,9 @@ class Parsed:
     requests: list[Request] = field(default_factory=list)
     rejected: list[dict] = field(default_factory=list)  # {"line", "reason", "custom_id"}
 
-    def reject(self, line: int, reason: str, custom_id: str = "") -> None:
-        self.rejected.append({"line": line, "reason": reason, "custom_id": custom_id})
+    def reject(self, line: int, reason: str, custom_id: str = "", code: str | None = None) -> None:
+        bad = {"line": line, "reason": reason, "custom_id": custom_id}
+        self.rejected.append({**bad, "code": code} if code else bad)
 
 
 def detect_format(name: str, data: bytes) -> str:
@@ -64,11 +66,13 @@ def detect_format(name: str, data: bytes) -> str:
     return "jsonl" if data.lstrip()[:1] == b"{" else "csv"
 
 
-def parse(name: str, data: bytes, max_lines: int, max_tokens_limit: int | None = None) -> Parsed:
-    """The file's requests and rejected lines; FileRefused when no line can be read at all."""
+def parse(name: str, data: bytes, max_lines: int, max_tokens_limit: int | None = None,
+          kind: str | None = None) -> Parsed:
+    """The file's requests and rejected lines, read as `kind` (else as its name or content suggests);
+    FileRefused when no line can be read at all."""
     if not data.strip():
         raise FileRefused("The file is empty.")
-    kind = detect_format(name, data)
+    kind = kind or detect_format(name, data)
     reader = parse_jsonl if kind == "jsonl" else parse_csv
     return reader(data, max_lines, max_tokens_limit)
 
@@ -125,6 +129,25 @@ def parse_jsonl(data: bytes, max_lines: int, max_tokens_limit: int | None) -> Pa
     return parsed
 
 
+def check_jsonl(data: bytes, max_lines: int) -> None:
+    """FileRefused, in JSONL's words, unless the file is an OpenAI batch input file with a line that can run:
+    what a script uploads is checked when it arrives, not when a batch is made of it."""
+    what = "a batch input file is JSONL: one {\"custom_id\", \"method\", \"url\", \"body\"} object per line"
+    if not data.strip():
+        raise FileRefused(f"The file is empty: {what}.")
+    parsed = parse_jsonl(data, max_lines, None)
+    if parsed.requests:
+        return  # its bad lines, if any, are judged with the batch's deployment, each on its own
+    try:
+        data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[:exc.start].count(b"\n") + 1
+        raise FileRefused(f"The file is not text (line {line} is not UTF-8): {what}.") from None
+    said = "; ".join(f"line {bad['line']}: {bad['reason']}" for bad in parsed.rejected[:3])
+    raise FileRefused(f"No line of the file is a request that can run, so it is not a batch input file ({what}). "
+                      f"{said}")
+
+
 def json_line(raw: bytes) -> dict:
     try:
         text = raw.decode("utf-8-sig")
@@ -157,8 +180,9 @@ def openai_request(number: int, entry: dict, seen: dict[str, int], max_tokens_li
         raise LineError(f"body is missing: it must be an object with {'messages' if url == CHAT_URL else 'a prompt'}.")
     if url == COMPLETIONS_URL:
         return Request(number, custom_id, [], body_params(body, max_tokens_limit, "prompt"),
-                       prompt=completion_prompt(body.get("prompt")), url=url)
-    return Request(number, custom_id, chat_messages(body.get("messages")), body_params(body, max_tokens_limit))
+                       prompt=completion_prompt(body.get("prompt")), url=url, model=body.get("model"))
+    return Request(number, custom_id, chat_messages(body.get("messages")), body_params(body, max_tokens_limit),
+                   model=body.get("model"))
 
 
 def completion_prompt(value) -> str:

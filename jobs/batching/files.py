@@ -6,6 +6,7 @@ import re
 from django.conf import settings
 from django.template.defaultfilters import filesizeformat
 
+from jobs.batching import batchfile
 from jobs.models import ApiFile
 
 PURPOSES = ("batch",)  # what a script may upload: batch input files
@@ -18,15 +19,30 @@ class FileError(ValueError):
         self.param, self.status = param, status
 
 
+def upload(user, filename: str, data: bytes, purpose: str) -> ApiFile:
+    """A script's upload, kept only if it is what its purpose asks for: a batch input file, in JSONL. Checked as
+    it arrives, so a note or a picture is refused now rather than when a batch is made of it."""
+    checked(data, purpose)
+    try:
+        batchfile.check_jsonl(data, settings.BATCH_MAX_LINES)
+    except batchfile.FileRefused as exc:
+        raise FileError(str(exc), "file") from None
+    return store(user, filename, data, purpose)
+
+
 def store(user, filename: str, data: bytes, purpose: str = "batch") -> ApiFile:
+    checked(data, purpose)
+    name = "".join(c for c in (filename or "batch.jsonl") if c.isprintable())[:200] or "batch.jsonl"
+    return ApiFile.objects.create(user=user, purpose=purpose, filename=name, content=data, size=len(data))
+
+
+def checked(data: bytes, purpose: str) -> None:
     if purpose not in PURPOSES:
         raise FileError(f"purpose must be \"batch\": the panel keeps files for batches only, not {purpose!r}.",
                         "purpose")
     if len(data) > settings.BATCH_MAX_BYTES:
         raise FileError(f"The file is {filesizeformat(len(data))}; a batch file may be at most "
                         f"{filesizeformat(settings.BATCH_MAX_BYTES)}.", "file", 413)
-    name = "".join(c for c in (filename or "batch.jsonl") if c.isprintable())[:200] or "batch.jsonl"
-    return ApiFile.objects.create(user=user, purpose=purpose, filename=name, content=data, size=len(data))
 
 
 def visible(user):

@@ -38,6 +38,7 @@ class Row:
     job: Job | None = None
     attempts: int = 0
     reason: str = ""  # a rejected line's
+    code: str | None = None  # a rejected line's, as OpenAI would name it (model_not_found), if it has one
     retrying: bool = False  # failed by a laptop's death; recovery has not yet said whether it runs again
 
     @property
@@ -51,7 +52,8 @@ def rows(batch: Batch) -> list[Row]:
     retrying = set(last_attempts(batch).filter(awaiting_retry()).values_list("pk", flat=True))
     found = [Row(job.line, job.custom_id, job, started.get(job.line) or 0, retrying=job.pk in retrying)
              for job in last_attempts(batch)]
-    found += [Row(bad["line"], bad.get("custom_id", ""), reason=bad["reason"]) for bad in batch.rejected]
+    found += [Row(bad["line"], bad.get("custom_id", ""), reason=bad["reason"], code=bad.get("code"))
+              for bad in batch.rejected]
     return sorted(found, key=lambda row: row.line)
 
 
@@ -70,7 +72,8 @@ def openai_row(batch: Batch, row: Row, model: str) -> dict:
              "response": None, "error": None}
     job = row.job
     if job is None:
-        entry["response"] = error_response(400, "invalid_request_error", f"Line {row.line}: {row.reason}", None)
+        entry["response"] = error_response(400, "invalid_request_error", f"Line {row.line}: {row.reason}", None,
+                                           row.code)
     elif row.status == JobStatus.SUCCEEDED:
         entry["response"] = {"status_code": 200, "request_id": f"job-{job.pk}", "body": completion(job, model)}
     elif row.status == JobStatus.FAILED:
@@ -81,9 +84,9 @@ def openai_row(batch: Batch, row: Row, model: str) -> dict:
     return entry
 
 
-def error_response(status: int, kind: str, message: str, request_id: str | None) -> dict:
+def error_response(status: int, kind: str, message: str, request_id: str | None, code: str | None = None) -> dict:
     return {"status_code": status, "request_id": request_id,
-            "body": {"error": {"message": message, "type": kind, "param": None, "code": None}}}
+            "body": {"error": {"message": message, "type": kind, "param": None, "code": code}}}
 
 
 def completion(job: Job, model: str) -> dict:

@@ -35,6 +35,9 @@ EXAMPLES = 20
 def test_no_500_and_every_answer_matches_the_schema(web_server, transactional_db, alice):
     ready_deployment()
     schema = schemathesis.openapi.from_url(f"{web_server}/api/schema/")
+    # Every case carries a real token (below), so the bearer scheme the schema declares is not generated: a case
+    # "without" it would be sent with it. Answers without a token: tests/clusterpanel/test_api_tokens.py.
+    schema.config.generation.update(with_security_parameters=False)
     operations = [result.ok() for result in schema.get_all_operations()]
     tested, problems = [], []
     for operation in operations:

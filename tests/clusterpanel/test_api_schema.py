@@ -24,6 +24,20 @@ def test_the_schema_is_openapi_3_1_and_documents_every_operation_and_its_errors(
     assert Client().get("/api/").json() == {"schema": "/api/schema/", "docs": "/api/docs/"}
 
 
+def test_the_schema_declares_bearer_tokens_and_points_to_the_openai_api(db):
+    """Swagger's Authorize button and generated clients learn the token from the schema; its description says
+    where the model itself answers (/v1/, which the schema does not describe)."""
+    schema = Client().get("/api/schema/").json()
+    schemes = schema["components"]["securitySchemes"]
+    assert schemes and all((s["type"], s["scheme"]) == ("http", "bearer") for s in schemes.values()), schemes
+    names = set(schemes)
+    for path, methods in schema["paths"].items():
+        for method, op in methods.items():
+            assert {name for need in op.get("security", []) for name in need} == names, f"{method} {path}"
+    description = schema["info"]["description"]
+    assert "/v1/" in description and "OpenAI-compatible" in description and "docs/api.md" in description
+
+
 def test_the_docs_load_from_the_panel_alone_and_list_the_operations(web_server):
     outside = []
     with browser_page() as page:

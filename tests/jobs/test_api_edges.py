@@ -53,6 +53,7 @@ def test_names_and_ids_with_a_nul_are_refused_before_any_query(ready, alice, bob
     admin = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'admin')[1]}")
     refused = admin.post("/api/plans/", {"model": "stand\x00in"}, "application/json")
     assert refused.status_code == 400 and "is not a name" in refused.json()["error"]
+    assert refused.json()["field"] == "model", "the refusal names its field"
 
 
 def test_verify_with_redis_down_answers_503_and_does_not_stay_running(ready, alice, monkeypatch):

@@ -83,7 +83,7 @@ def test_a_lab_admins_morning_through_the_api_alone(morning, web_server, alice, 
         assert install.status_code == 202, install.text
         assert admin.events(install.json()["events"])[-1]["status"] == "succeeded", name
 
-    model = admin.get("/api/models/").json()[0]["name"]
+    model = admin.get("/api/models/").json()["results"][0]["name"]
     wanted = {"model": model, "nodes": names, "ctx": 1024, "slots": 2, "mode": "even"}
     plan = admin.post("/api/plans/", json=wanted).json()
     assert all(s["count"] > 0 for s in plan["modes"]["even"]["stages"][1:]), plan["modes"]["even"]

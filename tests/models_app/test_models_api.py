@@ -40,7 +40,7 @@ PLAN = {"model": "standin", "nodes": ["lab-1", "lab-2", "lab-3"], "ctx": 512, "s
 
 
 def test_the_library_by_script(admin, user, lab):
-    listed = admin.get("/api/models/").json()
+    listed = admin.get("/api/models/").json()["results"]
     assert [m["name"] for m in listed] == ["standin"] and listed[0]["layers"] == 6
     detail = admin.get("/api/models/standin/").json()
     assert detail["layer_bytes"] == [50 << 20] * 6 and detail["deployments"] == [1]

@@ -65,6 +65,7 @@ def test_it_refuses_sizes_over_the_limit_or_the_free_space(admin, settings, monk
     no_room = start(admin, "big.gguf", 2 << 30)
     assert no_room.status_code == 422 and "only 1.0\xa0GB is free" in no_room.json()["error"]
     assert start(admin, "empty.gguf", 0).status_code == 422
+    assert {over.json()["field"], no_room.json()["field"], start(admin, "empty.gguf", 0).json()["field"]} == {"size"}
     assert_nothing_left()
 
 
@@ -77,6 +78,7 @@ def test_it_continues_the_same_file_picked_again(admin, model_bytes):
     assert again.json()["offset"] == CHUNK
     other_date = start(admin, "m.gguf", len(model_bytes), modified=2)
     assert other_date.status_code == 422 and "already exists or is being uploaded" in other_date.json()["error"]
+    assert other_date.json()["field"] == "name", "the model's name came from the file's"
 
 
 def test_it_cancels_and_removes_the_part_file(admin, model_bytes):
@@ -128,11 +130,11 @@ def test_a_script_uploads_with_a_token_and_sees_the_model_in_the_library(alice, 
     script = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'uploads')[1]}")
     started = start(script, "from-a-script.gguf", len(model_bytes), model_name="scripted")
     assert started.status_code == 201 and started.json()["chunk"] == CHUNK, started.content
-    assert [u["id"] for u in script.get("/api/uploads/").json()] == [started.json()["id"]]
+    assert [u["id"] for u in script.get("/api/uploads/").json()["results"]] == [started.json()["id"]]
     done = send_all(script, started.json()["url"], model_bytes, CHUNK)
     assert done.status_code == 201 and done.json()["model"] == "scripted", done.content
     assert script.get("/api/models/scripted/").json()["layers"] == GgufModel.objects.get().n_layer
-    assert script.get("/api/uploads/").json() == [] and not any(Path(settings.UPLOAD_DIR).iterdir())
+    assert script.get("/api/uploads/").json()["results"] == [] and not any(Path(settings.UPLOAD_DIR).iterdir())
 
 
 def test_an_upload_is_its_owners_alone(client, alice, empty_folders):
@@ -141,5 +143,5 @@ def test_an_upload_is_its_owners_alone(client, alice, empty_folders):
     other = User.objects.create_user("dana", "d@example.org", PASSWORD, role=Role.ADMIN)
     client.force_login(other)
     assert client.get(url).status_code == 404 and client.delete(url).status_code == 404
-    assert send(client, url, b"GGUF", 0).status_code == 404 and client.get("/api/uploads/").json() == []
+    assert send(client, url, b"GGUF", 0).status_code == 404 and client.get("/api/uploads/").json()["results"] == []
     assert Upload.objects.get().received == 0

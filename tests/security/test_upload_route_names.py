@@ -22,4 +22,5 @@ def test_it_refuses_a_page_as_the_model_name_when_an_upload_starts(admin, name):
         answer = start(admin, **{"name": "m.gguf", "size": 1000, **given})
         assert answer.status_code == 422, answer.content
         assert f"/models/{name}/" in answer.json()["error"]
+        assert answer.json()["field"] == next(iter(given)), "the refusal names the field the name came from"
     assert not Upload.objects.exists()
