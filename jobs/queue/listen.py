@@ -126,7 +126,7 @@ class JobEvents:
                 if time.monotonic() > deadline:
                     raise StreamLost(f"Redis has been unreachable for {outage_s} s ({exc}).") from None
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 5.0)
+            pause = min(pause * 2, 1.0)  # once Redis is back, the answer streams again within a second
 
 
 def forget(task: asyncio.Future) -> None:
