@@ -98,6 +98,12 @@ def error(message: str, param: str | None = None, code: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def kind_of(status: int) -> str:
+    """OpenAI's error type for a status: a request the caller can fix, or a server that could not serve it (a 503
+    while Redis is away is not the request's fault)."""
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
 def failure(done: dict, request: Request) -> tuple[int, dict]:
     """The status and error body for a job that failed."""
     found = EXCEEDED.search(done.get("error") or "")
