@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.models import JobKind
+from jobs.models import STOPPED, JobKind
 
 EXCEEDED = re.compile(r"the prompt has (\d+) tokens and the deployment's context is (\d+)")
 FLOATS = ("temperature", "top_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
@@ -112,6 +112,8 @@ def failure(done: dict, request: Request) -> tuple[int, dict]:
         param = "messages" if request.kind == JobKind.CHAT else "prompt"
         return 400, error(f"This model's maximum context length is {ctx} tokens, but your {param} resulted in "
                           f"{tokens} tokens. {done['error']}", param, "context_length_exceeded")
+    if (done.get("error") or "").startswith(STOPPED):  # a laptop stopped answering: no fault of the request's
+        return 503, error(done["error"], None, "service_unavailable", "server_error")
     return 500, error(done.get("error") or "The job failed.", None, "job_failed", "server_error")
 
 
