@@ -254,6 +254,9 @@ def announce_new_job(queue: str, job_id: int) -> None:
         log.warning("could not announce job %s to its engine: %s", job_id, exc)
 
 
+WATCHING = Outage(log, "the engine's watch for cancels and new jobs on Redis (it listens again every second)")
+
+
 class CancelWatch:
     """Which running jobs were asked to stop, and whether new jobs came. A Redis subscriber thread (idle until
     a message comes) sets flags, so the engine's checks after every step cost no round trip."""
@@ -262,6 +265,7 @@ class CancelWatch:
         self.asked: set[int] = set()
         self.new_work = False
         self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        self._resubscribe, self.pubsub.on_connect = self.pubsub.on_connect, self._on_connect
         channels = {CANCEL_CHANNEL: self._on_message}
         if new_work:
             channels[new_work] = self._on_new_work
@@ -282,8 +286,12 @@ class CancelWatch:
     @staticmethod
     def _on_error(exc: BaseException, pubsub, thread) -> None:
         """Redis went away: keep the thread (its next read connects and subscribes again), without spinning."""
-        log.warning("cancel watch lost Redis (%s); listening again in a second", exc)
+        WATCHING.failed(exc)
         time.sleep(1.0)
+
+    def _on_connect(self, connection) -> None:
+        self._resubscribe(connection)
+        WATCHING.over()
 
     def __call__(self, job_id: int) -> bool:
         return job_id in self.asked
