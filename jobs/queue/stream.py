@@ -147,7 +147,7 @@ class JobStream:
         try:
             connection = self._connect()
             connection.send_packed_command(connection.pack_commands(commands), check_health=False)
-        except (redis.RedisError, OSError) as exc:  # the job's row stays the truth; a listener catches up from it
+        except (redis.RedisError, OSError) as exc:  # the events stay held, for the first write that works
             self._failed(exc)
             return
         for job_id in sending:

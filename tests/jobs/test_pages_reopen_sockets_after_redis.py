@@ -50,4 +50,4 @@ def test_a_pages_socket_opens_again_within_seconds_of_redis_return(web_server, b
         back = time.monotonic()
         again = first(page, sockets, back, 20)
     assert again is not None, "the page never opened its socket again"
-    assert again["at"] - back < 3, f"opened again {again['at'] - back:.1f} s after Redis' return"
+    assert again["at"] - back < 5, f"opened again {again['at'] - back:.1f} s after Redis' return"
