@@ -1,14 +1,15 @@
 """A deployment whose laptop the collector sees offline (frozen, asleep, off the network) leaves /v1/models and
-the chat page's choices at once and answers a 503 in OpenAI's shape naming the laptop, until the laptop is back;
-a request whose job a laptop's death failed for good is a 503 too, not a 500: the request was not at fault.
-Before, such a deployment stayed listed and ready 35 s into a freeze, and the request answered 500."""
+the chat page's choices at once and answers a 503 in OpenAI's shape naming the laptop (the chat page says so
+too), until the laptop is back; a request whose job a laptop's death failed for good is a 503 too, not a 500:
+the request was not at fault. Before, such a deployment stayed listed and ready 35 s into a freeze, and the
+request answered 500."""
 
 import time
 
 from django.test import Client
 
 from jobs.api import openai_api
-from jobs.models import NOT_RETRIED, STOPPED
+from jobs.models import NOT_RETRIED, STOPPED, Conversation
 from jobs.queue import queueing
 from models_app.models import DeploymentStage
 from nodes.models import Node, NodeStatus
@@ -42,6 +43,12 @@ def test_a_deployment_with_a_laptop_offline_is_not_offered_and_answers_503(ready
     assert listed(api) == set() and not queueing.usable_deployments().exists()
     for model in (None, ready.model.name, f"deployment-{ready.pk}"):
         refused(api, model, "desk-1")
+    browser = Client()
+    browser.force_login(bob)
+    conversation = Conversation.objects.create(user=bob)
+    sent = browser.post(f"/chat/{conversation.pk}/send/", {"text": "Hello?", "deployment": ready.pk},
+                        content_type="application/json")
+    assert sent.status_code == 400 and "desk-1 is offline" in sent.json()["error"], "the chat page says why"
 
     laptop.set_status(NodeStatus.READY)
     assert listed(api) == {ready.pk}, "offered again once the laptop is back"
