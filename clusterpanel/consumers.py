@@ -1,7 +1,40 @@
+"""The panel's sockets share one base: what Redis failing under a socket does to it and to the log."""
+
+import contextlib
+import logging
+
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
+from redis.exceptions import RedisError
+
+from clusterpanel.outage import Outage
+
+log = logging.getLogger(__name__)
+REDIS_DOWN = (RedisError, OSError)
+# The close code that asks a page to open its socket again (static/js/live.js does for any but 4401 and 4403). Not
+# 1011: autobahn, under daphne, lets an application close only with 1000 or 3000-4999, and refused it with an error.
+REDIS_AWAY = 4503
+SOCKETS = Outage(log, "WebSockets reaching Redis (each is closed for its page to open it again)")
 
 
-class StatusConsumer(AsyncJsonWebsocketConsumer):
+class PanelConsumer(AsyncJsonWebsocketConsumer):
+    """A socket whose channel layer fails (Redis restarting, or away) is closed with REDIS_AWAY, or its handshake
+    refused, for its page to open it again; the log says so once per outage, with a count when Redis is back,
+    where daphne wrote a traceback per open socket and per refused handshake."""
+
+    async def __call__(self, scope, receive, send) -> None:
+        try:
+            await super().__call__(scope, receive, send)
+        except REDIS_DOWN as exc:
+            SOCKETS.failed(exc)
+            with contextlib.suppress(Exception):  # the browser may have gone already
+                await send({"type": "websocket.close", "code": REDIS_AWAY})
+
+    async def accept(self, subprotocol=None, headers=None) -> None:
+        await super().accept(subprotocol, headers)
+        SOCKETS.over()  # every socket joins its group first: Redis answered
+
+
+class StatusConsumer(PanelConsumer):
     """Panel-wide notices for a signed-in browser (group `panel`)."""
 
     group = "panel"
@@ -20,7 +53,7 @@ class StatusConsumer(AsyncJsonWebsocketConsumer):
         await self.send_json({"type": "notice", "payload": event["payload"]})
 
 
-class AdminGroupConsumer(AsyncJsonWebsocketConsumer):
+class AdminGroupConsumer(PanelConsumer):
     """Joins one group, for lab admins only; subclasses name the group and relay its events."""
 
     async def connect(self) -> None:

@@ -8,6 +8,9 @@ import dj_database_url
 from channels_redis.core import RedisChannelLayer
 from csp.constants import NONE, SELF
 from django.core.exceptions import ImproperlyConfigured
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from clusterpanel.env import env_bool, env_int, env_list, env_secret, env_str
 
@@ -186,11 +189,15 @@ for _allowed in METRICS_ALLOWED:
     except ValueError:
         raise ImproperlyConfigured(f"METRICS_ALLOWED: {_allowed!r} is not an address or a network "
                                    "(e.g. 10.0.0.5 or 192.168.1.0/24).") from None
+# channels_redis' pooled connections are not retried: after a Redis restart each one still in the pool failed its
+# next command ("Connection closed by server"), so handshakes answered 500 for seconds after Redis was back. One
+# retry on a new connection costs nothing while Redis is up and fails as fast while it is down.
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_READ_TIMEOUT_S,
-                              "socket_connect_timeout": 5, "socket_keepalive": True}]},
+                              "socket_connect_timeout": 5, "socket_keepalive": True,
+                              "retry": AsyncRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))}]},
     }
 }
 

@@ -6,6 +6,7 @@ from django.db import models
 
 from clusterpanel.routes import NotARoute
 from models_app.gguf_meta import ModelMetadata
+from nodes.models import NodeStatus
 
 
 class ModelStatus(models.TextChoices):
@@ -113,6 +114,11 @@ class Deployment(models.Model):
     def queue(self) -> str:
         """The Celery queue its engine worker takes jobs from."""
         return f"engine.{self.pk}"
+
+    def offline_laptops(self) -> list[str]:
+        """Its laptops the metrics collector sees offline (asleep, frozen, off the network): until they are back
+        its engine cannot answer, though nothing has failed yet that recovery would act on."""
+        return list(self.stages.filter(node__status=NodeStatus.OFFLINE).values_list("node__name", flat=True))
 
     def set_status(self, status: str, detail: str = "") -> None:
         """Record and announce a new state. Stopped is final: what fails after a stop (an engine losing the

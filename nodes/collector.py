@@ -10,14 +10,18 @@ import threading
 import time
 from datetime import timedelta
 
+import redis
 from channels.layers import get_channel_layer
 from django.db import close_old_connections
 from django.utils import timezone
 
+from clusterpanel.outage import Outage
 from nodes import metrics, sampler, ssh
 from nodes.models import Node, NodeStatus
 
 log = logging.getLogger(__name__)
+REDIS_DOWN = (redis.RedisError, OSError)
+KEEPING = Outage(log, "keeping laptops' samples in Redis")  # one line per outage, not a traceback per laptop
 OFFLINE_AFTER_S = 3.5  # three missed samples; the page shows it within 5 s
 WATCHED = (NodeStatus.NEW, NodeStatus.READY, NodeStatus.OFFLINE)
 
@@ -70,7 +74,7 @@ class NodeStream(threading.Thread):
                 # One line when the laptop goes away, not one per retry; `publish` says when it is back.
                 (log.debug if self.unreachable else log.warning)("metrics from %s: %s", self.name, exc)
                 self.unreachable = True
-            except Exception:  # Redis down, a bug: this laptop's stream starts again, the others never notice
+            except Exception:  # a bug: this laptop's stream starts again, the others never notice
                 log.exception("metrics from %s failed", self.name)
             self.stopped.wait(backoff)
             backoff = min(backoff * 2, 5.0)
@@ -90,7 +94,12 @@ class NodeStream(threading.Thread):
             log.info("metrics from %s: reachable again", self.name)
         self.last_sample = time.monotonic()
         sample["received"] = round(time.time(), 3)
-        metrics.append(self.node_id, sample)
+        try:
+            metrics.append(self.node_id, sample)
+        except REDIS_DOWN as exc:  # the window misses a sample; the stream goes on, and the laptop stays online
+            KEEPING.failed(exc)
+        else:
+            KEEPING.over()
         payload = {"node": self.node_id, "name": self.name, **sample}
         self.publisher.send(f"node_{self.node_id}", "node.metrics", payload)
         self.publisher.send("dashboard", "dashboard.metrics", payload)
@@ -137,6 +146,8 @@ class Collector:
         for node in nodes:
             try:
                 metrics.downsample(node)
+            except REDIS_DOWN as exc:  # the next round keeps those minutes: the window holds an hour
+                KEEPING.failed(exc)
             except Exception:
                 log.exception("metrics of %s: keeping its minutes failed", node.name)
         metrics.prune()

@@ -9,6 +9,8 @@ from statistics import fmean
 import redis
 from django.conf import settings
 from django.utils import timezone
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from nodes.models import MetricMinute, Node
 
@@ -26,8 +28,17 @@ def key(node_id: int) -> str:
     return f"clusterpanel:metrics:{node_id}"
 
 
+@cache
+def writer() -> redis.Redis:
+    """The collector's: a Redis that is away costs a sample, never seconds of a laptop's stream (the default
+    client retries for seconds, long enough for the laptop to look offline). One retry at once, on a new
+    connection, for the pooled one a Redis restart left stale."""
+    return redis.Redis.from_url(settings.REDIS_URL, retry=Retry(NoBackoff(), 1), socket_connect_timeout=1,
+                                socket_timeout=2)
+
+
 def append(node_id: int, sample: dict) -> None:
-    pipe = store().pipeline()
+    pipe = writer().pipeline()
     pipe.rpush(key(node_id), json.dumps(sample))
     pipe.ltrim(key(node_id), -WINDOW_S, -1)
     pipe.execute()

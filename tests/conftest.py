@@ -93,19 +93,28 @@ def web_env() -> dict[str, str]:
 
 
 @pytest.fixture
-def web_server(transactional_db, collected_static, web_env) -> Iterator[str]:
+def web_log() -> Path | None:
+    """Where the web server's log goes (nowhere); a test module overrides this fixture to read it."""
+    return None
+
+
+@pytest.fixture
+def web_server(transactional_db, collected_static, web_env, web_log) -> Iterator[str]:
     """The panel's real web server (daphne, with its body limits) on a free port, on the test database."""
     port = free_port()
+    log = open(web_log, "w") if web_log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         [sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
          "clusterpanel.asgi:application"],
-        cwd=ROOT, env={**child_env(), **web_env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        cwd=ROOT, env={**child_env(), **web_env}, stdout=log, stderr=log,
     )
     try:
         wait_for_port(port, process=process)
         yield f"http://127.0.0.1:{port}"
     finally:
         stop(process)
+        if web_log:
+            log.close()
 
 
 @pytest.fixture

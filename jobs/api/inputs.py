@@ -82,13 +82,13 @@ def deployment_for(model) -> Deployment:
     """The ready deployment a model id names (a model's name or `deployment-<id>`); none given: the default."""
     if model is not None and not isinstance(model, str):
         raise InputError("model must be a string.", "model")
-    usable = list(queueing.usable_deployments())
+    usable = list(queueing.usable_deployments(offline_too=True))
     if not usable:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
                          "model_not_available", status=503)
-    for deployment in usable:
-        if not model or model in deployment.model_ids:
-            return deployment
+    named = [deployment for deployment in usable if not model or model in deployment.model_ids]
+    if named:  # one whose laptops are all online first; else one that is offline for now, which queueing refuses
+        return next((deployment for deployment in named if not deployment.offline_laptops()), named[0])
     ready = ", ".join(sorted({name for d in usable for name in d.model_ids}))
     raise InputError(f"The model {model!r} does not exist or is not deployed and ready. Ready: {ready}.",
                      "model", "model_not_found", status=404)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.models import JobKind
+from jobs.models import STOPPED, JobKind
 
 EXCEEDED = re.compile(r"the prompt has (\d+) tokens and the deployment's context is (\d+)")
 FLOATS = ("temperature", "top_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
@@ -99,6 +99,12 @@ def error(message: str, param: str | None = None, code: str | None = None,
     return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
+def kind_of(status: int) -> str:
+    """OpenAI's error type for a status: a request the caller can fix, or a server that could not serve it (a 503
+    while Redis is away is not the request's fault)."""
+    return "server_error" if status >= 500 else "invalid_request_error"
+
+
 def failure(done: dict, request: Request) -> tuple[int, dict]:
     """The status and error body for a job that failed."""
     found = EXCEEDED.search(done.get("error") or "")
@@ -107,6 +113,8 @@ def failure(done: dict, request: Request) -> tuple[int, dict]:
         param = "messages" if request.kind == JobKind.CHAT else "prompt"
         return 400, error(f"This model's maximum context length is {ctx} tokens, but your {param} resulted in "
                           f"{tokens} tokens. {done['error']}", param, "context_length_exceeded")
+    if (done.get("error") or "").startswith(STOPPED):  # a laptop stopped answering: no fault of the request's
+        return 503, error(done["error"], None, "service_unavailable", "server_error")
     return 500, error(done.get("error") or "The job failed.", None, "job_failed", "server_error")
 
 

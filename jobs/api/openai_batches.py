@@ -47,7 +47,7 @@ def door(*methods: str) -> Callable:
 
 
 def failed(status: int, message: str, param: str | None = None, code: str | None = None) -> JsonResponse:
-    return JsonResponse(openai_api.error(message, param, code), status=status)
+    return JsonResponse(openai_api.error(message, param, code, openai_api.kind_of(status)), status=status)
 
 
 def file_object(file: ApiFile) -> dict:

@@ -33,8 +33,8 @@ REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and the
 
 
 def failed(status: int, message: str, param: str | None = None, code: str | None = None,
-           kind: str = "invalid_request_error") -> JsonResponse:
-    return JsonResponse(openai_api.error(message, param, code, kind), status=status)
+           kind: str | None = None) -> JsonResponse:
+    return JsonResponse(openai_api.error(message, param, code, kind or openai_api.kind_of(status)), status=status)
 
 
 def refused(exc: apiauth.Unauthorized) -> JsonResponse:
@@ -109,8 +109,7 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
         return await Answer(job, wanted, model).respond()
     except (StreamLost, *REDIS_DOWN) as exc:
         log.warning("job %s: answered 503: %s", job.pk, exc)
-        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable",
-                      kind="server_error")
+        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable")
 
 
 def submit(user, wanted: Request) -> tuple[Job, str]:

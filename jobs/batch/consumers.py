@@ -1,13 +1,13 @@
 """The batches page's socket: a batch's counts as its items start and end."""
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from clusterpanel.consumers import PanelConsumer
 from jobs.batching import batches
 from jobs.models import Batch
 
 
-class BatchConsumer(AsyncJsonWebsocketConsumer):
+class BatchConsumer(PanelConsumer):
     """A batch's counts for its owner or a lab admin (group `batch_<id>`): sent on connect, so a page
     drawn a while ago is right at once, and again whenever an item starts or ends."""
 

@@ -4,8 +4,8 @@ import asyncio
 import logging
 
 from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
 
+from clusterpanel.consumers import REDIS_AWAY, SOCKETS, PanelConsumer
 from jobs.models import Job
 from jobs.queue import queueing, stream
 from jobs.queue.listen import REDIS_DOWN
@@ -13,7 +13,7 @@ from jobs.queue.listen import REDIS_DOWN
 log = logging.getLogger(__name__)
 
 
-class JobConsumer(AsyncJsonWebsocketConsumer):
+class JobConsumer(PanelConsumer):
     """A job's tokens and status, for its owner or a lab admin. A socket opened mid-stream first gets
     what was already generated, then the rest; each token once, in order (by sequence number)."""
 
@@ -61,8 +61,8 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
         except REDIS_DOWN as exc:
             # Closed, not left open and silent: the page reconnects and catches up from what Redis kept and
             # from the job's row (jobs/queue/listen.py says why that is whole).
-            log.warning("job %s: lost Redis while streaming to a socket: %s", self.job_id, exc)
-            await self.close(code=1011)
+            SOCKETS.failed(exc)
+            await self.close(code=REDIS_AWAY)
 
     async def disconnect(self, code: int) -> None:
         await self.let_go()
@@ -79,7 +79,7 @@ class JobConsumer(AsyncJsonWebsocketConsumer):
             if group is not None:
                 await self.channel_layer.group_discard(group, self.channel_name)
         except REDIS_DOWN as exc:  # the group forgets this channel by itself when it expires
-            log.info("job %s: could not stop listening cleanly: %s", self.job_id, exc)
+            log.debug("job %s: could not stop listening cleanly: %s", self.job_id, exc)
 
     async def relay(self, event: dict) -> None:
         seq = event.get("seq")

@@ -76,7 +76,8 @@ def ready_deployment(value) -> Deployment:
         value = int(value)
     found = None
     if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**63:
-        found = queueing.usable_deployments().filter(pk=value).first()
+        # One whose laptop is offline too: sending to it then says why it cannot answer now (queueing).
+        found = queueing.usable_deployments(offline_too=True).filter(pk=value).first()
     if found is None:
         raise ChatError("Choose a ready deployment (an admin deploys models on the Plan page).")
     return found

@@ -101,8 +101,7 @@ def start(job: Job, engine: Engine) -> Work:
     out = State.out
     out.start(job.pk)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
-    asked_before = bool(out.redis.exists(queueing.cancel_key(job.pk)))  # before our watch was listening
-    if asked_before:
+    if asked_before_listening(job):
         State.cancels.asked.add(job.pk)
     prompt, stops, dropped = job_prompt(engine, job, out)
     job.dropped_messages = dropped
@@ -111,6 +110,17 @@ def start(job: Job, engine: Engine) -> Work:
     # their prompts whole; a conversation on the chat page, or a sampled request, reuses a cached prefix.
     reuse = bool(job.conversation_id) or (params.get("seed") is None and params["temperature"] > 0)
     return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+
+
+def asked_before_listening(job: Job) -> bool:
+    """Whether the job was asked to stop before our watch was listening. Redis away, it was not: a cancel asked
+    meanwhile could not be stored either, and the job runs (its events wait for Redis in the stream) rather
+    than failing for an outage that costs it nothing."""
+    try:
+        return bool(State.out.redis.exists(queueing.cancel_key(job.pk)))
+    except (redis.RedisError, OSError) as exc:
+        log.info("job %s: could not ask Redis whether it was cancelled (%s); running it", job.pk, exc)
+        return False
 
 
 def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[int], list[str], int]:

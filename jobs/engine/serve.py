@@ -130,6 +130,7 @@ class Server:
             self.batcher.add(work)
         except Exception as exc:  # a claimed job still ends, and says why
             runner.failed(job, exc)
+            runner.State.out.forget(job.pk)
             self.freed = True
             return
         self.jobs[job.pk] = job
@@ -175,6 +176,7 @@ class Server:
             self.batcher.cancel(seq)
             if job is not None:
                 runner.failed(job, exc)
+                runner.State.out.forget(job.pk)  # its stream, kept for rewriting after a Redis failure, goes
         self.batcher.forget_all()
         self.freed = True
 

@@ -23,12 +23,14 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from redis.exceptions import RedisError
 
+from clusterpanel.outage import Outage
 from jobs.models import Job
 from jobs.queue import stream
 
 log = logging.getLogger(__name__)
 QUIET_S = 2.0  # with nothing heard for this long, ask the database (a job cancelled while queued is only told live)
 REDIS_DOWN = (RedisError, OSError)
+LISTENING = Outage(log, "requests listening for their jobs' events on Redis (they wait for it, asking the database)")
 
 
 class StreamLost(RuntimeError):
@@ -59,7 +61,7 @@ class JobEvents:
             if self.channel:
                 await self.layer.group_discard(stream.group(self.job_id), self.channel)
         except REDIS_DOWN as exc:  # the group forgets us by itself when it expires
-            log.info("job %s: could not stop listening cleanly: %s", self.job_id, exc)
+            log.debug("job %s: could not stop listening cleanly: %s", self.job_id, exc)
         self.subscription = None
 
     async def events(self) -> AsyncIterator[dict]:
@@ -73,7 +75,7 @@ class JobEvents:
             try:
                 found = [await self.live() or await sync_to_async(ended)(self.job_id)]
             except REDIS_DOWN as exc:
-                log.warning("job %s: lost Redis while listening (%s); waiting for it", self.job_id, exc)
+                LISTENING.failed(exc)
                 found = await self.listen_again()
             for event in found:
                 if event is not None and self.fresh(event):
@@ -120,13 +122,15 @@ class JobEvents:
                 return [done]
             try:
                 await self.open()
-                return await sync_to_async(stream.kept)(self.job_id) or [None]
+                kept = await sync_to_async(stream.kept)(self.job_id)
+                LISTENING.over()
+                return kept or [None]
             except REDIS_DOWN as exc:
                 await self.close()
                 if time.monotonic() > deadline:
                     raise StreamLost(f"Redis has been unreachable for {outage_s} s ({exc}).") from None
             await asyncio.sleep(pause)
-            pause = min(pause * 2, 5.0)
+            pause = min(pause * 2, 1.0)  # once Redis is back, the answer streams again within a second
 
 
 def forget(task: asyncio.Future) -> None:

@@ -27,6 +27,7 @@ from jobs import messages
 from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
+from nodes.models import NodeStatus
 
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
 GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
@@ -37,9 +38,13 @@ ORDER = (F("batch_id").asc(nulls_first=True), "created", "pk")  # batches run in
 NOBODY = Value(0, output_field=BigIntegerField())  # the one "person" of jobs without a user: no user has pk 0
 
 
-def usable_deployments():
-    """Deployments that take jobs, the default first, then the newest: what every door offers."""
-    return Deployment.objects.filter(status__in=USABLE).select_related("model").order_by("-is_default", "-created")
+def usable_deployments(offline_too: bool = False):
+    """Deployments that take jobs, the default first, then the newest: what every door offers. Not those with a
+    laptop offline (`Deployment.offline_laptops`) unless `offline_too`: for now they could not answer."""
+    usable = Deployment.objects.filter(status__in=USABLE)
+    if not offline_too:
+        usable = usable.exclude(stages__node__status=NodeStatus.OFFLINE)
+    return usable.select_related("model").order_by("-is_default", "-created")
 
 
 class QueueError(Exception):
@@ -59,6 +64,11 @@ def check_deployment(deployment: Deployment) -> None:
     if deployment.status not in USABLE:
         raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
                          "not ready: choose a ready deployment.")
+    offline = deployment.offline_laptops()
+    if offline:
+        raise QueueError(f"Deployment #{deployment.pk} cannot answer now: its laptop {', '.join(offline)} "
+                         f"{'is' if len(offline) == 1 else 'are'} offline (no metrics for a few seconds: asleep, "
+                         "frozen or off the network). Try again once the laptop is back.")
 
 
 def submit(job: Job) -> Job:

@@ -24,11 +24,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from clusterpanel.broadcast import broadcast
+from clusterpanel.outage import Outage
 
 log = logging.getLogger(__name__)
 
 KEEP_S = 3600
-RETRY_S = 5.0  # after Redis failed the engine, how long tokens go unsent before it is tried again
+RETRY_S = 1.0  # after Redis failed the engine, how long its events stay held before Redis is tried again
 
 
 def group(job_id: int) -> str:
@@ -81,6 +82,11 @@ class JobStream:
 
     An engine running several jobs sets `deferring`: tokens due are then sent by
     `send_due()` after each decode step, every job's in one write.
+
+    When Redis fails a write, events stay held and Redis is tried again RETRY_S later. The first write on a new
+    connection after a failure rewrites each running job's whole stream: Redis may have restarted empty, and a
+    write into a connection Redis had already closed is lost without an error. So a listener that comes back
+    finds every event kept, with no hole, and the answer streams live again at once (jobs/queue/listen.py).
     """
 
     def __init__(self, hold_ms: float | None = None) -> None:
@@ -88,16 +94,19 @@ class JobStream:
         self.hold_s = (settings.STREAM_HOLD_MS if hold_ms is None else hold_ms) / 1000
         self.seq: dict[int, int] = {}
         self.held: dict[int, list[str]] = {}  # job → its events not sent yet, in order
+        self.written: dict[int, list[str]] = {}  # job → its events sent so far, for rewriting its stream
+        self.rewrite: set[int] = set()  # jobs whose stream in Redis is written anew with their next send
         self.sent_at: dict[int, float] = {}
         self.due: set[int] = set()
         self.deferring = False
         self._connection = None
         self._retry_at = 0.0
+        self.outage = Outage(log, "sending job events to Redis (they are held and sent once it answers)")
 
     def start(self, job_id: int) -> None:
-        self.redis.delete(key(job_id))  # an earlier attempt's tokens are not this attempt's
-        self.seq[job_id], self.sent_at[job_id] = 0, 0.0
+        self.seq[job_id], self.sent_at[job_id], self.written[job_id] = 0, 0.0, []
         self.held.pop(job_id, None)
+        self.rewrite.add(job_id)  # an earlier attempt's events are not this attempt's
 
     def token(self, job_id: int, text: str) -> None:
         self._hold(job_id, "token", {"text": text, "t": time.time()})
@@ -112,9 +121,10 @@ class JobStream:
 
     def forget(self, job_id: int) -> None:
         """The job ended and everything of it was sent: its counters go (an engine runs jobs for weeks)."""
-        for kept_by_job in (self.seq, self.held, self.sent_at):
+        for kept_by_job in (self.seq, self.held, self.written, self.sent_at):
             kept_by_job.pop(job_id, None)
         self.due.discard(job_id)
+        self.rewrite.discard(job_id)
 
     def _hold(self, job_id: int, kind: str, payload: dict) -> None:
         self.seq[job_id] = seq = self.seq.get(job_id, 0) + 1
@@ -125,55 +135,69 @@ class JobStream:
         self._send(sorted(due))
 
     def _send(self, job_ids, stamp: bool = True) -> None:
-        commands, now = [], time.monotonic()
-        for job_id in job_ids:
-            texts = self.held.pop(job_id, None)
-            if not texts:
-                continue
-            if stamp:
-                self.sent_at[job_id] = now
-            self.due.discard(job_id)
-            message = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
-            commands += [("RPUSH", key(job_id), *texts), ("PUBLISH", channel(job_id), message),
-                         ("EXPIRE", key(job_id), KEEP_S)]
+        if stamp:
+            now = time.monotonic()
+            self.sent_at.update((job_id, now) for job_id in job_ids if self.held.get(job_id))
+        if self._connection is None and time.monotonic() < self._retry_at:
+            return  # Redis failed us a moment ago: generation does not wait on it per token; the events stay held
+        sending = sorted({job_id for job_id in job_ids if self.held.get(job_id)} | self.rewrite)
+        commands = [command for job_id in sending for command in self._commands(job_id)]
         if not commands:
             return
         try:
             connection = self._connect()
             connection.send_packed_command(connection.pack_commands(commands), check_health=False)
-        except (redis.RedisError, OSError) as exc:  # the job's row stays the truth; a listener catches up from it
-            log.warning("could not send the events of jobs %s: %s", list(job_ids), exc)
-            self._drop()
+        except (redis.RedisError, OSError) as exc:  # the events stay held, for the first write that works
+            self._failed(exc)
+            return
+        for job_id in sending:
+            self.written.setdefault(job_id, []).extend(self.held.pop(job_id, []))
+            self.due.discard(job_id)
+        self.rewrite.clear()
+        self.outage.over()
+
+    def _commands(self, job_id: int) -> list[tuple]:
+        rewritten = job_id in self.rewrite
+        texts = (self.written.get(job_id, []) if rewritten else []) + self.held.get(job_id, [])
+        commands = [("DEL", key(job_id))] if rewritten else []
+        if texts:
+            message = texts[0] if len(texts) == 1 else "[" + ",".join(texts) + "]"
+            commands += [("RPUSH", key(job_id), *texts), ("PUBLISH", channel(job_id), message),
+                         ("EXPIRE", key(job_id), KEEP_S)]
+        return commands
 
     def flush(self) -> bool:
         """Send what is held; return once Redis has stored everything sent so far. False when it could not
         confirm that (some events may be lost)."""
         self._send(list(self.held))
+        if self.held or (self._connection is None and time.monotonic() < self._retry_at):
+            return False
         try:
             connection = self._connect()
             connection.send_command("CLIENT", "REPLY", "ON", check_health=False)
             connection.read_response()
             connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
         except (redis.RedisError, OSError) as exc:
-            log.warning("could not confirm a job's events were stored: %s", exc)
-            self._drop()
+            self._failed(exc)
             return False
         return True
 
     def _connect(self):
         if self._connection is None:
-            if time.monotonic() < self._retry_at:  # Redis just failed us: generation does not wait on it per token
-                raise redis.ConnectionError("Redis was unreachable a moment ago")
             pool = self.redis.connection_pool
-            # No retries and short timeouts: a Redis that is down may cost a token a second, never a stall.
+            # No retries and short timeouts: a Redis that is down may cost a token now and then, never a stall.
             connection = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0),
-                                                  "socket_connect_timeout": 1, "socket_timeout": 1})
+                                                  "socket_connect_timeout": 0.5, "socket_timeout": 1})
             connection.connect()
             connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
             self._connection = connection
         return self._connection
 
-    def _drop(self) -> None:
+    def _failed(self, exc: Exception) -> None:
+        """Nothing since the last confirmed write is known to be stored: every running job's stream is written
+        anew once Redis answers."""
+        self.outage.failed(exc)
+        self.rewrite.update(self.written)
         self._retry_at = time.monotonic() + RETRY_S
         if self._connection is not None:
             self._connection.disconnect()
@@ -230,6 +254,9 @@ def announce_new_job(queue: str, job_id: int) -> None:
         log.warning("could not announce job %s to its engine: %s", job_id, exc)
 
 
+WATCHING = Outage(log, "the engine's watch for cancels and new jobs on Redis (it listens again every second)")
+
+
 class CancelWatch:
     """Which running jobs were asked to stop, and whether new jobs came. A Redis subscriber thread (idle until
     a message comes) sets flags, so the engine's checks after every step cost no round trip."""
@@ -238,6 +265,7 @@ class CancelWatch:
         self.asked: set[int] = set()
         self.new_work = False
         self.pubsub = redis_client.pubsub(ignore_subscribe_messages=True)
+        self._resubscribe, self.pubsub.on_connect = self.pubsub.on_connect, self._on_connect
         channels = {CANCEL_CHANNEL: self._on_message}
         if new_work:
             channels[new_work] = self._on_new_work
@@ -258,8 +286,12 @@ class CancelWatch:
     @staticmethod
     def _on_error(exc: BaseException, pubsub, thread) -> None:
         """Redis went away: keep the thread (its next read connects and subscribes again), without spinning."""
-        log.warning("cancel watch lost Redis (%s); listening again in a second", exc)
+        WATCHING.failed(exc)
         time.sleep(1.0)
+
+    def _on_connect(self, connection) -> None:
+        self._resubscribe(connection)
+        WATCHING.over()
 
     def __call__(self, job_id: int) -> bool:
         return job_id in self.asked

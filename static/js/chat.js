@@ -1,5 +1,7 @@
 // The chat page: send a message, then render the answer token by token as the engine makes it.
 // Tokens are text (textContent, never HTML); the finished answer is swapped for the server's safe Markdown.
+import { retryDelay } from "./live.js";
+
 const root = document.getElementById("chat");
 const form = document.getElementById("ask");
 const input = document.getElementById("text");
@@ -90,8 +92,8 @@ function follow(job, li) {
     };
     socket.onclose = (event) => {
       if (done || event.code === 4403) return;
-      setTimeout(open, delay);  // the panel restarting or Redis away: try again, less and less often
-      delay = Math.min(delay * 2, 10000);
+      setTimeout(open, delay);  // the panel restarting or Redis away: try again
+      delay = retryDelay(delay);
     };
   };
   open();

@@ -53,6 +53,7 @@ def test_nothing_is_queued_while_redis_is_away_and_each_door_says_so(ready, bob,
     assert answer["status"] == 503, answer
     error = json.loads(answer["lines"][0])["error"]
     assert error["code"] == "service_unavailable" and "Redis" in error["message"]
+    assert error["type"] == "server_error", "OpenAI's shape, as docs/api.md says: not the request's fault"
     assert sent.status_code == 400 and "Redis" in sent.json()["error"]
     assert not Batch.objects.exists() and not Job.objects.filter(batch__isnull=False).exists()
     assert set(Job.objects.values_list("status", flat=True)) == {JobStatus.FAILED}, "none left waiting"
@@ -75,7 +76,8 @@ def test_a_waiting_request_answers_503_when_redis_stays_away(ready, bob, web_ser
         client.join(OUTAGE_S + 30)
     assert not client.is_alive(), "the request hung"
     assert answer["status"] == 503, answer
-    assert json.loads(answer["lines"][0])["error"]["code"] == "service_unavailable"
+    error = json.loads(answer["lines"][0])["error"]
+    assert (error["code"], error["type"]) == ("service_unavailable", "server_error")
 
 
 def test_a_stream_ends_with_an_error_and_done_when_redis_stays_away(ready, bob, web_server, auth):

@@ -1,9 +1,10 @@
 """Redis restarted under a streaming answer (killed as in a crash, back three seconds later): the streaming client
-gets the rest of its answer, whole and in order, or an error; never silence. A request waiting in the queue
-behind it is still answered, and the panel takes new work afterwards."""
+gets the rest of its answer, whole and in order and live again within seconds, or an error; never silence. A
+request waiting in the queue behind it is still answered, and the panel takes new work afterwards."""
 
 import json
 import threading
+import time
 
 import pytest
 import requests
@@ -30,8 +31,11 @@ def body(tokens: int, **more) -> dict:
 def streamed(base: str, auth: dict, into: dict) -> None:
     with requests.post(f"{base}/v1/chat/completions", json=body(160, stream=True), headers=auth, stream=True,
                        timeout=(10, 180)) as response:
-        into["status"] = response.status_code
-        into["lines"] = [line for line in response.iter_lines(decode_unicode=True) if line]
+        into.update(status=response.status_code, lines=[], at=[])
+        for line in response.iter_lines(decode_unicode=True):
+            if line:
+                into["lines"].append(line)
+                into["at"].append(time.time())
 
 
 def test_a_stream_survives_a_redis_restart(cluster, web_server, auth, bob):
@@ -45,6 +49,7 @@ def test_a_stream_survives_a_redis_restart(cluster, web_server, auth, bob):
         queued.start()
         wait_until(lambda: len(kept(first.pk)) > 10, 60, "tokens to flow")
         restart_redis(down_for=3)
+        back = time.time()
         client.join(240)
         queued.join(300)
     assert not client.is_alive() and not queued.is_alive(), "a client was left waiting"
@@ -58,6 +63,8 @@ def test_a_stream_survives_a_redis_restart(cluster, web_server, auth, bob):
         assert "Redis" in errors[0]["message"] and first.output.startswith(text)
     else:
         assert first.status == "succeeded" and text == first.output, "the rest came, whole and in order"
+        live = [at for at in got["at"] if back < at < first.finished.timestamp() - 1]
+        assert len(live) >= 5 and live[0] - back < 5, "the stream came live again soon after Redis did"
 
     assert waiting["response"].status_code == 200, waiting["response"].text
     after = requests.post(f"{web_server}/v1/chat/completions", json=body(8), headers=auth, timeout=120)
