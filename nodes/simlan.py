@@ -334,8 +334,15 @@ class SimLan:
         return [n for n in names if re.fullmatch(rf"cp-{self.name}-\d+", n)]
 
     def own_links(self) -> list[str]:
-        names = re.findall(r"^\d+: ([^:@]+)", run("ip", "-o", "link", "show").stdout, re.M)
-        return [n for n in names if re.fullmatch(rf"cpv-{self.name}\d+", n) or n == self.bridge]
+        """The bridge, and the veths on it: by name alone, LAN lab's laptop 12 (cpv-lab12) is also LAN lab1's
+        laptop 2. A veth left off the bridge by a crash goes with its namespace, removed first."""
+        found = []
+        for line in run("ip", "-o", "link", "show").stdout.splitlines():
+            name = re.match(r"\d+: ([^:@]+)", line)
+            if name and (name.group(1) == self.bridge or re.fullmatch(rf"cpv-{self.name}\d+", name.group(1))
+                         and f" master {self.bridge} " in line):
+                found.append(name.group(1))
+        return found
 
     def own_users(self) -> list[str]:
         return [e.pw_name for e in pwd.getpwall()

@@ -56,12 +56,13 @@ def take_turn() -> int:
 
 
 def slotted(name: str, subnet: str) -> tuple[str, str]:
-    """`name` and `subnet` (a /24) as this run's slot has them: test, 10.232.0.0/24 → test2, 10.232.2.0/24."""
+    """`name` and `subnet` (a /24) as this run's slot has them: test, 10.232.0.0/24 → testb, 10.232.2.0/24. A letter,
+    not a digit: an older checkout takes LAN test's links by name alone, and cpv-test12 would read as its laptop 12."""
     slot = take_turn()
     network = ipaddress.ip_network(subnet)
     moved = ipaddress.ip_network((int(network.network_address) + (slot << (32 - network.prefixlen)),
                                   network.prefixlen))
-    return (name if slot == 0 else f"{name}{slot}"), str(moved)
+    return (name if slot == 0 else name + "abcdefg"[slot - 1]), str(moved)
 
 
 def lan_harness(name: str, subnet: str):

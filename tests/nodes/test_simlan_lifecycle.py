@@ -11,7 +11,7 @@ from django.conf import settings
 from django.core.management import CommandError, call_command
 
 from nodes import ssh
-from nodes.simlan import is_running
+from nodes.simlan import SimLan, is_running
 from tests.services import lan_harness, slotted
 
 SUBNET = "10.233.0.0/24"
@@ -48,6 +48,19 @@ def test_it_removes_every_namespace_link_user_and_process_it_made(harness):
     assert users_named(f"cpsim-{name}-") == []
     assert not any(is_running(pid) for pid in pids)
     assert harness.status() is None
+
+
+def test_it_leaves_alone_a_lan_whose_name_only_adds_a_digit_to_its_own(harness):
+    """LAN life1's laptop 2 has the link cpv-life12, which by name alone is LAN life's laptop 12."""
+    neighbour = SimLan(harness.name + "1", Path(settings.DATA_DIR) / "simlan", slotted("near", "10.239.0.0/24")[1])
+    try:
+        neighbour.up(2)
+        harness.up(1)
+        harness.down()
+        assert neighbour.veth(2) in links() and neighbour.bridge in links()
+        assert f"cp-{neighbour.name}-2" in namespaces()
+    finally:
+        neighbour.down()
 
 
 def test_it_cleans_up_a_crashed_lan_before_the_next_up(harness):
