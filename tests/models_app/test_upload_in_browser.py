@@ -123,7 +123,7 @@ def png(path: Path) -> Path:
 
 @pytest.mark.parametrize("make, error, chunks", [
     (garbage, "garbage.gguf is not a GGUF file", 1),
-    (png, "photo.gguf is not a GGUF file (it starts with b'\\x89PNG'", 1),
+    (png, "photo.gguf is not a GGUF file: a model file begins with the letters GGUF, and this one is a PNG image", 1),
     (truncated, "truncated.gguf is damaged or truncated", None),
 ])
 def test_it_refuses_what_is_not_a_good_model_and_keeps_nothing(alice, panel, tmp_path, make, error, chunks):
