@@ -257,8 +257,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"refusals_in_one_line": {"()": "clusterpanel.reporting.RefusalsInOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # paramiko logs each failed connection as an ERROR traceback, line by line; the panel says it in one line.
-    "loggers": {"paramiko": {"level": "CRITICAL"}},
+    "loggers": {"paramiko": {"level": "CRITICAL"},
+                "django.request": {"filters": ["refusals_in_one_line"]}},
 }
