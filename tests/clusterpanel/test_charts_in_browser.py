@@ -77,7 +77,8 @@ def test_it_writes_each_machines_memory_above_its_bar_and_names_the_output_layer
         assert len(labels) == len(nodes) + 1 and all(label.endswith("MiB") for label in labels), labels
         assert page.locator("#plan-memory .g-ytitle").text_content() == "memory (GiB)"
         assert f"({model.n_layer} is the output layer)" in page.locator("#plan-layers .g-xtitle").text_content()
-        assert f"layer {model.n_layer}, so n_gpu_layers={model.n_layer + 1}" in page.locator(".layer-count").inner_text()
+        counted = page.locator(".layer-count").inner_text()
+        assert f"layer {model.n_layer}, so n_gpu_layers={model.n_layer + 1}" in counted
 
 
 def test_it_says_when_lines_lie_on_top_of_each_other(lab, web_server):
