@@ -1,7 +1,7 @@
 // Plans, drawn: each machine's predicted memory by kind against what it may use, and where the layers sit;
 // one pair of charts per plan (the plan page draws every mode that fits, a deployment its own).
 import { CONFIG, layout, xaxis } from "./charts.js";
-import { GiB, size } from "./units.js";
+import { GiB, MiB, size } from "./units.js";
 
 const KINDS = [["weights", "weights"], ["kv_cache", "KV cache"], ["compute", "compute buffer"], ["overhead", "runtime"]];
 const root = document.getElementById("plan-charts");
@@ -10,23 +10,32 @@ function total(stage) {
   return KINDS.reduce((sum, [key]) => sum + stage.memory[key], 0);
 }
 
-// Each machine's stack in GiB, its total written above it: a head holding tens of MiB beside laptops holding
-// GiBs is a bar too thin to see, but its figure still reads.
+// Each machine's stack, its total written above it, so a bar too thin to see still reads. What a machine
+// may use is a mark on its bar, or, when that would flatten every bar (a laptop with 20 GiB free beside
+// stacks of tens of MiB), words under its name.
 function memoryChart(element, used, title) {
   const names = used.map((s) => s.machine);
-  Plotly.newPlot(element, [
-    ...KINDS.map(([key, label]) => ({
-      type: "bar", name: label, x: names, y: used.map((s) => s.memory[key] / GiB),
-      customdata: used.map((s) => size(s.memory[key])), hovertemplate: `%{x}, ${label}: %{customdata}<extra></extra>`,
-    })),
-    // The head's marker only when it holds layers: its whole free RAM would flatten every other bar.
-    { type: "scatter", mode: "markers", name: "usable", x: names,
-      y: used.map((s) => (s.machine === "head" && s.count === 0 ? null : s.usable / GiB)),
+  const room = (s) => (s.machine === "head" && s.count === 0 ? null : s.usable);
+  const most = Math.max(...used.map(total));
+  const marked = Math.max(...used.map((s) => room(s) || 0)) <= 4 * most;
+  const top = Math.max(most, ...(marked ? used.map((s) => room(s) || 0) : []));
+  const [unitName, unit] = top < GiB ? ["MiB", MiB] : ["GiB", GiB];
+  const traces = KINDS.map(([key, label]) => ({
+    type: "bar", name: label, x: names, y: used.map((s) => s.memory[key] / unit),
+    customdata: used.map((s) => size(s.memory[key])), hovertemplate: `%{x}, ${label}: %{customdata}<extra></extra>`,
+  }));
+  if (marked) {
+    traces.push({ type: "scatter", mode: "markers", name: "usable", x: names, y: used.map((s) => room(s) && room(s) / unit),
       customdata: used.map((s) => size(s.usable)), hovertemplate: "%{x} may use %{customdata}<extra></extra>",
-      marker: { symbol: "line-ew-open", size: 40, line: { width: 3 } } },
-    { type: "scatter", mode: "text", x: names, y: used.map((s) => total(s) / GiB), text: used.map((s) => size(total(s))),
-      textposition: "top center", cliponaxis: false, showlegend: false, hoverinfo: "skip" },
-  ], { ...layout(title, "memory (GiB)", { hovermode: "closest" }), barmode: "stack", xaxis: xaxis("machine") }, CONFIG);
+      marker: { symbol: "line-ew-open", size: 40, line: { width: 3 } } });
+  }
+  traces.push({ type: "scatter", mode: "text", x: names, y: used.map((s) => total(s) / unit),
+    text: used.map((s) => size(total(s))), textposition: "top center", cliponaxis: false, showlegend: false,
+    hoverinfo: "skip" });
+  const ticks = used.map((s) => (marked || !room(s) ? s.machine : `${s.machine}<br>of ${size(room(s))}`));
+  Plotly.newPlot(element, traces, { ...layout(title, `memory (${unitName})`, { hovermode: "closest" }),
+    barmode: "stack", xaxis: xaxis(marked ? "machine" : "machine, of what it may use", { tickvals: names, ticktext: ticks, tickangle: 0, tickfont: { size: 11 } }) },
+  CONFIG);
 }
 
 // Layers 0 to n_layer − 1, then the output layer, which llama.cpp counts as layer n_layer.
@@ -55,8 +64,8 @@ function draw({ title, plan }, index) {
   box.append(memory, layers);
   root.append(box);
   const prefix = title ? `${title}: ` : "";
-  memoryChart(memory, used, `${prefix}predicted memory per machine`);
-  layersChart(layers, used, `${prefix}which layers sit where`);
+  memoryChart(memory, used, `${prefix}predicted memory`);
+  layersChart(layers, used, `${prefix}where the layers sit`);
 }
 
 JSON.parse(document.getElementById("plan-data").textContent).forEach(draw);

@@ -75,7 +75,7 @@ def test_it_writes_each_machines_memory_above_its_bar_and_names_the_output_layer
         page.wait_for_function(DRAWN)
         labels = page.locator("#plan-memory .textpoint text").all_text_contents()
         assert len(labels) == len(nodes) + 1 and all(label.endswith("MiB") for label in labels), labels
-        assert page.locator("#plan-memory .g-ytitle").text_content() == "memory (GiB)"
+        assert page.locator("#plan-memory .g-ytitle").text_content() == "memory (MiB)", "stacks under 1 GiB"
         assert f"({model.n_layer} is the output layer)" in page.locator("#plan-layers .g-xtitle").text_content()
         counted = page.locator(".layer-count").inner_text()
         assert f"layer {model.n_layer}, so n_gpu_layers={model.n_layer + 1}" in counted
@@ -88,3 +88,17 @@ def test_it_says_when_lines_lie_on_top_of_each_other(lab, web_server):
         said = page.locator("#cluster-charts [data-chart=cpu] .annotation-text")
         said.wait_for()
         assert said.text_content() == "alike-1 = alike-2 = alike-3: one line on top of another"
+
+
+def test_it_keeps_the_bars_in_sight_of_a_laptop_with_room_to_spare(lab, web_server):
+    """A usable mark at 20 GiB would flatten stacks of tens of MiB: the room is written under the name instead."""
+    model, nodes = lab
+    Node.objects.filter(pk=nodes[2].pk).update(usable_memory=20 << 30)
+    with browser_page() as page:
+        log_in(page, web_server, "carol", PASSWORD)
+        page.goto(web_server + pages(model, nodes)["plan"])
+        page.wait_for_function(DRAWN)
+        even = page.locator("#plan-memory-2")
+        assert even.locator(".g-ytitle").text_content() == "memory (MiB)"
+        assert "alike-3of 20.0 GiB" in even.locator(".xaxislayer-above").text_content()
+        assert "usable" not in even.locator(".legend").text_content()
