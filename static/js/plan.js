@@ -33,9 +33,10 @@ function memoryChart(element, used, title) {
     text: used.map((s) => size(total(s))), textposition: "top center", cliponaxis: false, showlegend: false,
     hoverinfo: "skip" });
   const ticks = used.map((s) => (marked || !room(s) ? s.machine : `${s.machine}<br>of ${size(room(s))}`));
+  const axis = xaxis(marked ? "machine" : "machine, of what it may use",
+    { tickvals: names, ticktext: ticks, tickangle: 0, tickfont: { size: 11 } });
   Plotly.newPlot(element, traces, { ...layout(title, `memory (${unitName})`, { hovermode: "closest" }),
-    barmode: "stack", xaxis: xaxis(marked ? "machine" : "machine, of what it may use", { tickvals: names, ticktext: ticks, tickangle: 0, tickfont: { size: 11 } }) },
-  CONFIG);
+    barmode: "stack", xaxis: axis }, CONFIG);
 }
 
 // Layers 0 to n_layer − 1, then the output layer, which llama.cpp counts as layer n_layer.
