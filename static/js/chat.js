@@ -193,4 +193,7 @@ for (const li of turns.querySelectorAll(".turn")) {
 }
 
 // On a phone the settings come before the conversation, folded, instead of under all of it.
-if (window.matchMedia("(max-width: 900px)").matches) document.getElementById("settings").open = false;
+const narrow = window.matchMedia("(max-width: 900px)");
+const fold = () => { document.getElementById("settings").open = !narrow.matches; };
+narrow.addEventListener("change", fold);
+fold();
