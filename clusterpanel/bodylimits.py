@@ -11,7 +11,8 @@ import json
 from collections.abc import Callable
 
 from django.conf import settings
-from django.template.defaultfilters import filesizeformat
+
+from clusterpanel import units
 
 # What a multipart form adds around a batch file: boundaries, part headers, the CSRF token, the deployment.
 FORM_ROOM = 64 << 10
@@ -41,11 +42,11 @@ def largest() -> int:
 
 
 def explanation(limit: int, length: int | None, credentialed: bool) -> str:
-    size = f"is {filesizeformat(length)}" if length is not None else f"is more than {filesizeformat(limit)}"
+    size = f"is {units.size(length)}" if length is not None else f"is more than {units.size(limit)}"
     if not credentialed:
         return (f"The request body {size}; without logging in or an API token the panel takes at most "
-                f"{filesizeformat(limit)}.")
-    return f"The request body {size}; the panel takes at most {filesizeformat(limit)} here."
+                f"{units.size(limit)}.")
+    return f"The request body {size}; the panel takes at most {units.size(limit)} here."
 
 
 def refusal(path: bytes, limit: int, length: int | None, credentialed: bool) -> bytes:

@@ -78,10 +78,8 @@ def held_layers() -> dict[int, list[str]]:
     stages = DeploymentStage.objects.filter(deployment__status__in=Deployment.ACTIVE).select_related(
         "deployment__model")
     for stage in stages:
-        last = stage.first_layer + stage.layer_count - 1
-        layers = f"layers {stage.first_layer}–{last}" if stage.layer_count > 1 else (
-            f"layer {stage.first_layer}" if stage.layer_count else "no layers")
-        held.setdefault(stage.node_id, []).append(f"{stage.deployment.model.name} #{stage.deployment_id}: {layers}")
+        held.setdefault(stage.node_id, []).append(
+            f"{stage.deployment.model.name} #{stage.deployment_id}: {stage.layers_held()}")
     return held
 
 

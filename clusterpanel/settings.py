@@ -57,6 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    "clusterpanel.staleforms.StaleFormMiddleware",  # inside messages: it leaves one on its redirect
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its page
 ]
@@ -119,7 +120,7 @@ AXES_VERBOSE = False
 
 # Content-Security-Policy (django-csp): the panel's own scripts, styles, images and sockets, nothing else; no
 # inline script or style, so text that slips into a page as markup can neither run nor fetch. plotly.js
-# (vendor/plotly.min.js) adds two <style> elements, allowed by their hashes: an empty one it fills through the
+# (vendor/plotly-basic.min.js) adds two <style> elements, allowed by their hashes: an empty one it fills through the
 # CSSOM (insertRule, which CSP does not govern), and MapLibre's fixed stylesheet. Any other <style> is refused;
 # a plotly.js whose stylesheet changed shows as a violation in every browser test (tests/browser.py).
 PLOTLY_STYLE_HASHES = ["'sha256-47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU='",  # "" (empty)
@@ -147,14 +148,11 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATIC_ROOT = Path(env_str("STATIC_ROOT", str(DATA_DIR / "static")))
 STATICFILES_DIRS = [BASE_DIR / "static"]
-STATICFILES_FINDERS = [
-    "django.contrib.staticfiles.finders.FileSystemFinder",
-    "django.contrib.staticfiles.finders.AppDirectoriesFinder",
-    "clusterpanel.staticfinders.PlotlyFinder",
-]
+# Collected under names that carry a hash of their content (plan.3f2a9c1b7e4d.js), which WhiteNoise serves
+# as immutable for ten years; a changed file gets a new name. Unhashed names keep WhiteNoise's 60 s.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "whitenoise.storage.CompressedStaticFilesStorage"},
+    "staticfiles": {"BACKEND": "clusterpanel.staticfiles.HashedStaticStorage"},
 }
 MEDIA_ROOT = DATA_DIR / "media"
 
@@ -271,8 +269,10 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"refusals_in_one_line": {"()": "clusterpanel.reporting.RefusalsInOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # paramiko logs each failed connection as an ERROR traceback, line by line; the panel says it in one line.
-    "loggers": {"paramiko": {"level": "CRITICAL"}},
+    "loggers": {"paramiko": {"level": "CRITICAL"},
+                "django.request": {"filters": ["refusals_in_one_line"]}},
 }

@@ -57,11 +57,29 @@ class ModelMetadata:
         return asdict(self)
 
 
+# What a file picked by mistake often is, by its first bytes.
+KNOWN_STARTS = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"PK\x03\x04": "a zip archive",
+                b"\x1f\x8b": "a gzip-compressed file (unpack it first)",
+                b"(\xb5/\xfd": "a zstd-compressed file (unpack it first)",
+                b"version https://git-lfs": "a Git LFS pointer, not the model itself (run `git lfs pull`)",
+                b"<": "a web page (a download link saved instead of the file?)", b"{": "a JSON file"}
+
+
+def looks_like(head: bytes) -> str:
+    for start, kind in KNOWN_STARTS.items():
+        if head.startswith(start[:len(head)]) and len(head) >= min(len(start), 4):
+            return f"is {kind}"
+    if not head:
+        return "is empty"
+    return f"begins with the bytes {head[:4].hex(' ')}"
+
+
 def check_header(head: bytes, label: str) -> None:
     """The first 8 bytes of a file: GGUF's magic and a version llama.cpp reads, so an upload that is not a
     model is refused after its first chunk."""
     if head[:4] != b"GGUF":
-        raise GGUFError(f"{label} is not a GGUF file (it starts with {head[:4]!r}, not b'GGUF').")
+        raise GGUFError(f"{label} is not a GGUF file: a model file begins with the letters GGUF, and this one "
+                        f"{looks_like(head)}.")
     if len(head) < 8:
         raise GGUFError(f"{label} is damaged or truncated: it ends inside its header.")
     if int.from_bytes(head[4:8], "big") in READABLE_VERSIONS:

@@ -153,6 +153,18 @@ class DeploymentStage(models.Model):
         ordering = ["position"]
         constraints = [models.UniqueConstraint(fields=["deployment", "node"], name="a_laptop_once_per_deployment")]
 
+    def layers_held(self) -> str:
+        """'layers 0–9', 'layer 4', 'layers 21–29 and the output layer' (llama.cpp's layer n_layer)."""
+        last, output = self.first_layer + self.layer_count - 1, self.deployment.model.n_layer
+        if not self.layer_count:
+            return "no layers"
+        if last != output:
+            return f"layers {self.first_layer}–{last}" if self.layer_count > 1 else f"layer {self.first_layer}"
+        if self.layer_count == 1:
+            return "the output layer"
+        before = f"layers {self.first_layer}–{last - 1}" if self.layer_count > 2 else f"layer {self.first_layer}"
+        return f"{before} and the output layer"
+
 
 class Upload(models.Model):
     """A GGUF file arriving from a browser in chunks. The part file's length is the truth about what

@@ -8,9 +8,10 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import IntegrityError, transaction
-from django.template.defaultfilters import filesizeformat, pluralize
+from django.template.defaultfilters import pluralize
 from django.utils.text import slugify
 
+from clusterpanel import units
 from jobs.models import JobStatus
 from models_app.library import LibraryError, check_name
 from models_app.models import Deployment, GgufModel, ModelStatus, Upload
@@ -75,7 +76,7 @@ def model_deletion(model: GgufModel) -> list[str]:
     file, past = owned_file(model), model.deployments.count()
     lines = [f"{model.name} leaves the library."]
     if file and file.exists():
-        lines.append(f"Its file {file} is deleted: {filesizeformat(model.size)} freed on the panel's disk.")
+        lines.append(f"Its file {file} is deleted: {units.size(model.size)} freed on the panel's disk.")
     else:
         lines.append(f"Its file stays where it is ({model.path}); nothing is freed on the panel's disk.")
     if past:

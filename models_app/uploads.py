@@ -17,10 +17,10 @@ from typing import BinaryIO
 
 from django.conf import settings
 from django.db import IntegrityError
-from django.template.defaultfilters import filesizeformat
 from django.utils import timezone
 from django.utils.text import slugify
 
+from clusterpanel import units
 from models_app.gguf_meta import GGUFError, check_header, read_metadata
 from models_app.library import LibraryError, check_name, register_path
 from models_app.models import GgufModel, Upload
@@ -100,14 +100,14 @@ def check_room(name: str, size: int) -> None:
     if size <= 0:
         raise UploadError(f"{name} is empty.", "size")
     if size > settings.UPLOAD_MAX_BYTES:
-        raise UploadError(f"{name} is {filesizeformat(size)}; the panel accepts uploads up to "
-                          f"{filesizeformat(settings.UPLOAD_MAX_BYTES)} (UPLOAD_MAX_BYTES).", "size")
+        raise UploadError(f"{name} is {units.size(size)}; the panel accepts uploads up to "
+                          f"{units.size(settings.UPLOAD_MAX_BYTES)} (UPLOAD_MAX_BYTES).", "size")
     folder = Path(settings.UPLOAD_DIR)
     folder.mkdir(parents=True, exist_ok=True)
     promised = sum(u.size - u.received for u in Upload.objects.all())  # room other uploads still need
     free = shutil.disk_usage(folder).free - promised
     if size > free:
-        raise UploadError(f"{name} is {filesizeformat(size)} but only {filesizeformat(max(free, 0))} is free "
+        raise UploadError(f"{name} is {units.size(size)} but only {units.size(max(free, 0))} is free "
                           f"on the panel's disk.", "size")
 
 

@@ -2,6 +2,7 @@
 
 from django.utils import timezone
 
+from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
 from nodes import install, netcheck, probe, rpcserver, speed
 from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe
@@ -19,7 +20,7 @@ def do_probe(action: NodeAction, node: Node) -> None:
     Probe.objects.create(node=node, facts=facts)
     node.set_status(NodeStatus.READY)
     ram = facts["ram_limit"] or facts["ram_total"] or 0
-    action.report(f"{facts['cpu_model'] or facts['arch']}, {facts['logical_cores']} threads, {ram / 2**30:.1f} GiB RAM")
+    action.report(f"{facts['cpu_model'] or facts['arch']}, {facts['logical_cores']} threads, {size(ram)} RAM")
 
 
 def latest_facts(action: NodeAction, node: Node) -> dict:

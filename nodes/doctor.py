@@ -6,6 +6,7 @@ finding in plain words with the fix. "Check again" refreshes those facts.
 
 from dataclasses import dataclass
 
+from clusterpanel.units import size
 from nodes import install
 from nodes.models import Node, NodeStatus, ServerStatus
 from nodes.runtime import RuntimeBundle
@@ -54,13 +55,13 @@ def memory(facts: dict) -> list[Finding]:
     found = []
     usable = facts.get("ram_limit") or facts.get("ram_available") or 0
     if usable < 2 * GiB:
-        found.append(Finding(WARN, f"Only {usable / GiB:.1f} GiB of RAM free",
+        found.append(Finding(WARN, f"Only {size(usable)} of RAM free when probed",
                              "Little room for model layers after the OS and desktop.",
                              "Close browsers and other programs on the laptop, or log out of its desktop."))
     else:
-        found.append(Finding(OK, f"{usable / GiB:.1f} GiB of RAM free"))
+        found.append(Finding(OK, f"{size(usable)} of RAM free when probed"))
     if (facts.get("swap_used") or 0) > 256 * 2**20:
-        found.append(Finding(WARN, f"{facts['swap_used'] / GiB:.1f} GiB of swap in use",
+        found.append(Finding(WARN, f"{size(facts['swap_used'])} of swap in use",
                              "Layers that land in swap make every token wait for the disk.",
                              "Free memory on the laptop or give it fewer layers; consider `swapoff -a` while serving."))
     return found
@@ -87,10 +88,10 @@ def disk(facts: dict) -> list[Finding]:
 
 
 def tensor_cache(node: Node, facts: dict) -> list[Finding]:
-    size = facts.get("rpc_cache") or 0
-    if size < 2**20:
+    cached = facts.get("rpc_cache") or 0
+    if cached < 2**20:
         return []
-    return [Finding(OK, f"rpc-server tensor cache holds {size / GiB:.2f} GiB",
+    return [Finding(OK, f"rpc-server tensor cache holds {size(cached)}",
                     "Weights kept from earlier deployments, so that a redeploy sends only their hashes. "
                     "Stopping a deployment keeps them; files are named by content, so old ones do no harm.",
                     f"To reclaim the space: `rm -rf {node.install_dir}/cache/rpc` on the laptop "

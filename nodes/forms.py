@@ -93,13 +93,13 @@ GB = 1 << 30
 
 
 class EditNodeForm(AsSent, forms.ModelForm):
-    """What an admin may change of a laptop once added. Memory is in GB here and in bytes on the model."""
+    """What an admin may change of a laptop once added. Memory is in GiB here and in bytes on the model."""
 
     usable_gb = forms.FloatField(
-        required=False, min_value=0.25, max_value=4096, label="Usable memory (GB)",
+        required=False, min_value=0.25, max_value=4096, label="Usable memory (GiB)",
         help_text="What the planner may fill on this laptop. Empty: measured (free memory minus the reserve).")
     reserve_gb = forms.FloatField(
-        min_value=0, max_value=1024, label="Memory reserve (GB)",
+        min_value=0, max_value=1024, label="Memory reserve (GiB)",
         help_text="Kept free for the laptop's own use when the usable memory is measured.")
 
     class Meta:

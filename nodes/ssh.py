@@ -7,6 +7,7 @@ confirm.
 """
 
 import base64
+import errno
 import hashlib
 import io
 import ipaddress
@@ -151,8 +152,33 @@ def connect(target: SSHTarget, timeout: float = CONNECT_TIMEOUT) -> paramiko.SSH
         raise SSHError(f"{target.username}@{target.host} refused our key or password.", permanent=True) from None
     except (OSError, paramiko.SSHException) as exc:
         client.close()
-        raise SSHError(f"Cannot reach {target.host}:{target.port}: {exc or type(exc).__name__}") from None
+        raise SSHError(f"Cannot reach {target.host}:{target.port}: {why_unreachable(exc)}") from None
     return client
+
+
+# What the operating system's connection errors mean for a laptop, in the words an admin acts on.
+UNREACHABLE = {
+    errno.EHOSTUNREACH: "there is no route to it. Is the laptop switched on, awake and on this network?",
+    errno.ENETUNREACH: "the panel has no route to that network. Check the address.",
+    errno.ECONNREFUSED: "it refused the connection: nothing listens on that port. Is its SSH server running, "
+                        "and is this its SSH port?",
+    errno.ECONNRESET: "it closed the connection at once. A firewall, or an SSH server refusing the panel?",
+    errno.ETIMEDOUT: "it did not answer. Is the laptop switched on and awake, or does a firewall drop the panel?",
+}
+NO_SUCH_NAME = "no machine has that name here (it does not resolve). Check the spelling, or give its IP address."
+
+
+def why_unreachable(exc: BaseException) -> str:
+    """Plain words for a failed connection, where Python says `[Errno 113] No route to host`."""
+    if isinstance(exc, socket.gaierror):
+        return NO_SUCH_NAME
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return UNREACHABLE[errno.ETIMEDOUT]
+    if isinstance(exc, OSError) and exc.errno in UNREACHABLE:
+        return UNREACHABLE[exc.errno]
+    if isinstance(exc, paramiko.SSHException) and "banner" in str(exc):
+        return "something answers on that port, but not an SSH server. Is this its SSH port?"
+    return str(exc) or type(exc).__name__
 
 
 _pool: dict[SSHTarget, paramiko.SSHClient] = {}
@@ -282,7 +308,7 @@ def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT) -> 
             finally:
                 transport.close()
     except (OSError, paramiko.SSHException) as exc:
-        raise SSHError(f"Cannot reach {host}:{port}: {exc}") from None
+        raise SSHError(f"Cannot reach {host}:{port}: {why_unreachable(exc)}") from None
     return f"{key.get_name()} {key.get_base64()}"
 
 

@@ -78,9 +78,10 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": f"sqlite:///{name}"}
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="session", autouse=True)
 def collected_static() -> None:
-    """Static files where the served panel finds them, as `make run` leaves them."""
+    """Static files where the served panel finds them, as `make run` leaves them. Every test: a page rendered
+    by the test client names its scripts by their hashed names, which only collected files have."""
     from django.core.management import call_command
 
     call_command("collectstatic", interactive=False, verbosity=0)

@@ -4,18 +4,30 @@
 const GAP_S = 3;
 const MAX_POINTS = 3600;
 const DASHES = ["solid", "dash", "dot", "dashdot", "longdash"];
+const OVERLAP_POINTS = 30;
 
 // The layout every panel chart shares: the title on the left, where the toolbar (top right) cannot cover
-// it; the legend under the plot; hovering lists every line at that time.
+// it; the legend at the foot of the chart's box, under the x axis's title whatever its rows (the plot shrinks
+// to make room, where a legend placed under the plot ran over the axis title); hovering lists every line.
 export function layout(title, yTitle, extra = {}) {
   return {
-    title: { text: title, font: { size: 14 }, x: 0, xanchor: "left", pad: { l: 8 } }, height: 280,
-    margin: { t: 40, r: 12, b: 48, l: 60 }, yaxis: { title: { text: yTitle }, rangemode: "tozero", automargin: true },
-    legend: { orientation: "h", y: -0.25 }, hovermode: "x unified", ...extra,
+    title: { text: title, font: { size: 14 }, x: 0, xanchor: "left", pad: { l: 8 } }, height: 300,
+    margin: { t: 40, r: 12, b: 8, l: 60 }, yaxis: { title: { text: yTitle }, rangemode: "tozero", automargin: true },
+    legend: { orientation: "h", x: 0, xanchor: "left", yref: "container", y: 0, yanchor: "bottom" },
+    hovermode: "x unified", ...extra,
   };
 }
 
-export const CONFIG = { displaylogo: false, responsive: true, modeBarButtonsToRemove: ["lasso2d", "select2d"] };
+// An x axis whose title keeps clear of the tick labels (dates take two lines).
+export function xaxis(title, extra = {}) {
+  return { title: { text: title, standoff: 8 }, automargin: true, ...extra };
+}
+
+// A toolbar of two buttons, saving the chart and undoing a zoom: dragging zooms and double-clicking resets
+// without one, and the whole toolbar sat on the titles of charts in half a page. On a phone, none.
+const NARROW = window.matchMedia("(max-width: 700px)").matches;
+export const CONFIG = { displaylogo: false, responsive: true, displayModeBar: NARROW ? false : "hover",
+  modeBarButtons: [["toImage", "resetScale2d"]] };
 
 export class LiveChart {
   // series(sample) returns [{key, name, y}] for one sample of one laptop.
@@ -26,8 +38,9 @@ export class LiveChart {
     this.names = new Map();  // trace key -> its name while live
     this.lastT = new Map();  // trace key -> time of its last point
     this.stale = new Set();  // laptop ids drawn as offline
+    this.said = "";  // the note on lines drawn on top of each other, as shown
     Plotly.newPlot(element, [], { ...layout(title, unit, { uirevision: "live" }),
-      xaxis: { type: "date", title: { text: "time" } } }, CONFIG);
+      xaxis: xaxis("time", { type: "date" }) }, CONFIG);
   }
 
   trace(key, name) {
@@ -77,6 +90,27 @@ export class LiveChart {
     Plotly.extendTraces(this.element, {
       x: numbers.map((n) => updates.get(n).x), y: numbers.map((n) => updates.get(n).y),
     }, numbers, MAX_POINTS);
+    this.sayOverlaps();
+  }
+
+  // Lines whose recent points are all the same are drawn on top of each other, the last one hiding the rest:
+  // the chart says so under its title instead of showing one line where there are several.
+  sayOverlaps() {
+    const groups = new Map();
+    for (const trace of this.element.data) {
+      const recent = trace.y.slice(-OVERLAP_POINTS);
+      if (recent.length < 2) continue;
+      const key = recent.map((y) => (y === null ? "-" : Number(y).toPrecision(4))).join(",");
+      groups.set(key, [...(groups.get(key) || []), trace.name]);
+    }
+    const same = [...groups.values()].filter((names) => names.length > 1);
+    const said = same.map((names) => `${names.join(" = ")}: one line on top of another`).join("; ");
+    if (said === this.said) return;
+    this.said = said;
+    Plotly.relayout(this.element, { annotations: said ? [{
+      text: said, xref: "paper", yref: "paper", x: 0, y: 1, xanchor: "left", yanchor: "bottom",
+      showarrow: false, font: { size: 11, color: "#555" },
+    }] : [] });
   }
 
   // A laptop went offline: end its lines here so the gap shows even before it comes back.
@@ -89,6 +123,3 @@ export class LiveChart {
     this.mark(nodeId, true);
   }
 }
-
-export const GiB = 2 ** 30;
-export const MB = 1e6;

@@ -40,7 +40,7 @@ function turnItem(question) {
   li.className = "turn";
   li.innerHTML = '<div class="question"></div><div class="answer streaming"></div><div class="meta"></div>' +
     '<p class="context-note" hidden></p>' +
-    '<div class="tools"><button type="button" class="link copy">Copy</button></div>';
+    '<div class="tools" hidden><button type="button" class="link copy">Copy</button></div>';
   li.querySelector(".question").textContent = question;
   turns.append(li);
   return li;
@@ -74,7 +74,10 @@ function follow(job, li) {
       else if (event.event === "status") meta.textContent = "Thinking…";
       else if (event.event === "context") contextNote(li, event.dropped, event.ctx);
       else if (event.event === "token") {
+        const following = nearTheEnd();
         answer.textContent += event.text;
+        li.querySelector(".tools").hidden = false;
+        if (following) li.scrollIntoView({ block: "end" });
         tokens += 1;
         firstAt = firstAt || event.t;
         const rate = tokens > 1 ? (tokens - 1) / (event.t - firstAt) : 0;
@@ -97,6 +100,12 @@ function follow(job, li) {
     };
   };
   open();
+}
+
+// The page follows a growing answer while the reader is at its end (a phone shows a few lines of it), and
+// stays where it is once they scroll up to read.
+function nearTheEnd() {
+  return window.innerHeight + window.scrollY >= document.documentElement.scrollHeight - 120;
 }
 
 // Same words as templates/jobs/context_note.html.
@@ -129,6 +138,7 @@ async function finished(job, li) {
   }
   if (data.dropped_messages) contextNote(li, data.dropped_messages, data.ctx);
   li.dataset.status = data.status;
+  li.querySelector(".tools").hidden = !answer.textContent.trim();
   if (current && current.job === job) current = null;
   busy(false);
 }
@@ -153,7 +163,9 @@ form.addEventListener("submit", async (event) => {
     });
     input.value = "";
     showTitle(data.title);
-    follow(data.job, turnItem(text));
+    const li = turnItem(text);
+    li.scrollIntoView({ block: "end" });
+    follow(data.job, li);
   } catch (error) {
     errorBox.textContent = error.message;
   }
@@ -181,3 +193,9 @@ turns.addEventListener("click", (event) => {
 for (const li of turns.querySelectorAll(".turn")) {
   if (li.dataset.status === "queued" || li.dataset.status === "running") follow(Number(li.dataset.job), li);
 }
+
+// On a phone the settings come before the conversation, folded, instead of under all of it.
+const narrow = window.matchMedia("(max-width: 900px)");
+const fold = () => { document.getElementById("settings").open = !narrow.matches; };
+narrow.addEventListener("change", fold);
+fold();

@@ -1,6 +1,7 @@
 // Dashboard: every laptop's CPU, memory and network, live.
 import { live } from "./live.js";
-import { GiB, LiveChart, MB } from "./charts.js";
+import { LiveChart } from "./charts.js";
+import { GiB, MB } from "./units.js";
 
 const root = document.getElementById("cluster-charts");
 const name = (s) => s.name;

@@ -2,10 +2,10 @@
 // a finished preparation reloads the table of servers; the engine's slots show live (slots.js).
 import { live } from "./live.js";
 import { showSlots } from "./slots.js";
+import { size } from "./units.js";
 
 const detail = document.getElementById("deployment-detail");
 const badge = document.getElementById("deployment-status");
-const MiB = 2 ** 20;
 
 function showStatus(message) {
   badge.textContent = message.label;
@@ -21,14 +21,21 @@ function showStatus(message) {
   if (changed && ["ready", "failed", "stopped"].includes(message.status)) setTimeout(() => location.reload(), 500);
 }
 
+// As templates/includes/preseed.html says it: a laptop with nothing to copy did not fail.
+function seeded(row) {
+  if (!row.tensors) return "nothing to copy: none of this laptop's tensors is big enough to be cached";
+  if (!row.copied_files) return `all ${row.tensors} tensor(s) were there already (${size(row.already)})`;
+  return `copied ${row.copied_files} tensor file(s), ${size(row.sent)}; ${size(row.already)} were there already`;
+}
+
 function showPreseed(row) {
   const cell = document.getElementById(`preseed-${row.position}`);
   if (!cell) return;
   const done = row.bytes_done ?? 0;
   const total = row.bytes_total ?? row.cached_bytes ?? 0;
-  let text = `${row.state}: ${(done / MiB).toFixed(0)} of ${(total / MiB).toFixed(0)} MiB`;
+  let text = `${row.state}: ${size(done)} of ${size(total)}`;
   if (row.mb_per_s) text += ` · ${row.mb_per_s} MB/s`;
-  if (row.state === "done") text = `done: ${(row.sent / MiB).toFixed(0)} MiB sent, ${(row.already / MiB).toFixed(0)} MiB already there`;
+  if (row.state === "done") text = `done: ${seeded(row)}`;
   if (row.message && row.state !== "copying") text = `${row.state}: ${row.message}`;
   cell.innerHTML = '<span class="message"></span> <progress></progress>';
   cell.querySelector(".message").textContent = text;

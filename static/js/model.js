@@ -1,5 +1,5 @@
 // Model page: bytes per transformer layer, the planner's raw material; the checksum's progress, live.
-import { CONFIG, layout } from "./charts.js";
+import { CONFIG, layout, xaxis } from "./charts.js";
 import { live } from "./live.js";
 
 const data = JSON.parse(document.getElementById("layer-data").textContent);
@@ -7,7 +7,7 @@ const MiB = 2 ** 20;
 Plotly.newPlot("layer-chart", [{
   type: "bar", x: data.layers.map((_, i) => i), y: data.layers.map((b) => b / MiB), name: "layer",
 }], { ...layout("Weights per layer", "weights (MiB)", { hovermode: "closest", showlegend: false }),
-  xaxis: { title: { text: "layer number" } } }, CONFIG);
+  xaxis: xaxis("layer number") }, CONFIG);
 
 const checksum = document.getElementById("checksum");
 if (checksum.dataset.status === "hashing") {

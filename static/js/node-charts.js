@@ -1,5 +1,6 @@
 // Node page charts: this laptop's CPU (total and per core), memory and network.
-import { GiB, LiveChart, MB } from "./charts.js";
+import { LiveChart } from "./charts.js";
+import { GiB, MB } from "./units.js";
 
 export async function nodeCharts(root) {
   const nodeId = root.dataset.node;

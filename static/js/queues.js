@@ -22,8 +22,8 @@ function row(deployment) {
   badge.textContent = deployment.label;
   const load = deployment.load;
   tr.append(cell("", ""), cell("", ""), cell(deployment.running), cell(deployment.interactive), cell(deployment.batch),
-    cell(load ? `${load.busy} of ${load.slots}` : "—"), cell(load ? load.tokens_per_s.toFixed(1) : "—"),
-    cell(deployment.predicted ?? "—"), cell(deployment.users.length ? deployment.users.join(", ") : "nobody", ""));
+    cell(load ? `${load.busy} of ${load.slots}` : "—"), cell(load ? `${load.tokens_per_s.toFixed(1)} tokens/s` : "—"),
+    cell(deployment.predicted == null ? "—" : `${deployment.predicted} tokens/s`), cell(deployment.users.length ? deployment.users.join(", ") : "nobody", ""));
   tr.cells[0].append(link);
   tr.cells[1].append(badge);
   return tr;

@@ -1,6 +1,8 @@
 // Models page: upload a GGUF file in chunks, each sent with the offset it starts at. A dropped connection
 // costs one chunk (retried with backoff); after a reload, picking the same file again makes the panel
 // answer with the unfinished upload (same name, size and date) and its offset, and it goes on from there.
+import { MB, size as sizeOf } from "./units.js";
+
 const form = document.getElementById("upload-form");
 const fileInput = document.getElementById("upload-file");
 const nameInput = document.getElementById("upload-name");
@@ -12,7 +14,6 @@ const bar = progress.querySelector("progress");
 const rate = progress.querySelector(".rate");
 const errorText = document.getElementById("upload-error");
 const csrf = form.querySelector("[name=csrfmiddlewaretoken]").value;
-const MB = 1e6;
 const RETRIES = 8;
 
 let current = null;  // {file, url, offset, chunk, controller, paused, since: {time, offset}}
@@ -42,7 +43,7 @@ function show(upload, note = "") {
   const left = speed > 0 ? ` · ${Math.ceil((size - upload.offset) / speed)} s left` : "";
   bar.max = size;
   bar.value = upload.offset;
-  rate.textContent = note || `${(upload.offset / MB).toFixed(1)} of ${(size / MB).toFixed(1)} MB · `
+  rate.textContent = note || `${sizeOf(upload.offset)} of ${sizeOf(size)} · `
     + `${(speed / MB).toFixed(1)} MB/s${left}`;
 }
 
@@ -81,7 +82,7 @@ async function run(upload) {
     upload.offset = answer.data.offset;
     show(upload);
     if (answer.data.url) return location.assign(answer.data.url);
-    if (upload.paused) return show(upload, `Paused at ${(upload.offset / MB).toFixed(1)} MB.`);
+    if (upload.paused) return show(upload, `Paused at ${sizeOf(upload.offset)}.`);
   }
 }
 
@@ -125,7 +126,7 @@ form.addEventListener("submit", async (event) => {
     return;
   }
   progress.hidden = false;
-  show(current, current.offset ? `Continuing at ${(current.offset / MB).toFixed(1)} MB…` : "Starting…");
+  show(current, current.offset ? `Continuing at ${sizeOf(current.offset)}…` : "Starting…");
   go(current);
 });
 
@@ -135,7 +136,7 @@ pauseButton.addEventListener("click", async () => {
     upload.paused = true;
     upload.controller.abort();
     pauseButton.textContent = "Resume";
-    show(upload, `Paused at ${(upload.offset / MB).toFixed(1)} MB.`);
+    show(upload, `Paused at ${sizeOf(upload.offset)}.`);
     return;
   }
   upload.paused = false;

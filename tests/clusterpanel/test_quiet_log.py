@@ -13,6 +13,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from clusterpanel import broadcast
 from clusterpanel.webserver import DebugAccessLog
 from nodes import ssh
+from tests.conftest import PASSWORD
 
 
 class Layer:
@@ -84,3 +85,11 @@ def test_page_fetches_are_logged_at_debug_only(caplog):
 def test_the_favicon_is_where_browsers_look(client):
     response = client.get("/favicon.ico")
     assert response.status_code == 301 and response["Location"].endswith(".svg")
+
+
+def test_a_refusal_is_one_line_without_its_traceback(client, bob, caplog):
+    client.login(username="bob", password=PASSWORD)
+    assert client.get("/nodes/").status_code == 403
+    refused = [r for r in caplog.records if r.name == "django.request" and r.levelno == logging.WARNING]
+    assert [r.getMessage() for r in refused] == ["Forbidden (Permission denied): /nodes/"]
+    assert "\n" not in logging.Formatter().format(refused[0])

@@ -107,7 +107,7 @@ def test_a_lab_admins_day(day, web_server, alice):
         page.click("button:has-text('Save')")
         page.wait_for_url(f"{web_server}/nodes/desk-1/")
         assert "desk-1 saved." in page.content()
-        assert page.locator("#usable-memory").inner_text().startswith("Usable for layers: 1.5\xa0GB (set by hand)")
+        assert page.locator("#usable-memory").inner_text().startswith("Usable for layers: 1.5 GiB (set by hand)")
         check("laptop")
 
         page.goto(f"{web_server}/models/plan/")

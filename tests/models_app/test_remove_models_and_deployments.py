@@ -41,7 +41,7 @@ def test_an_uploaded_model_is_deleted_with_its_file_and_past_deployments_but_not
     batch = Batch.objects.create(user=bob, deployment=old, name="b.csv", input_format="csv")
     client = client_for(alice)
     page = client.get("/models/uploaded/delete/").content.decode()
-    assert "Delete uploaded?" in page and "3.0\xa0MB freed on the panel" in page
+    assert "Delete uploaded?" in page and "3 MiB freed on the panel" in page
     assert "1 stopped or failed deployment is removed" in page
     assert Path(uploaded.path).exists()  # asking deletes nothing
     with django_capture_on_commit_callbacks(execute=True):  # the file goes once the rows are gone

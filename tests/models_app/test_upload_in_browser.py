@@ -56,7 +56,8 @@ def test_it_uploads_a_model_in_chunks_through_a_dropped_connection(alice, panel,
         pick_and_upload(page, panel, source)
         page.wait_for_url(f"{panel}/models/tiny-qwen/", timeout=60_000)
         expect(page.locator(".flash")).to_contain_text("tiny-qwen uploaded and added")
-        expect(page.locator(".facts").first).to_contain_text("qwen2 · 4 layers · embedding 1024")
+        expect(page.locator(".facts").first).to_contain_text(
+            "qwen2 · 4 layers (0–3), then the output layer · embedding 1024")
     assert sent[2] == sent[3] == (2 * CHUNK, CHUNK), "the dropped chunk was sent again"
     assert sum(size for _, size in sent) == source.stat().st_size + CHUNK
     model = GgufModel.objects.get()
@@ -123,7 +124,7 @@ def png(path: Path) -> Path:
 
 @pytest.mark.parametrize("make, error, chunks", [
     (garbage, "garbage.gguf is not a GGUF file", 1),
-    (png, "photo.gguf is not a GGUF file (it starts with b'\\x89PNG'", 1),
+    (png, "photo.gguf is not a GGUF file: a model file begins with the letters GGUF, and this one is a PNG image", 1),
     (truncated, "truncated.gguf is damaged or truncated", None),
 ])
 def test_it_refuses_what_is_not_a_good_model_and_keeps_nothing(alice, panel, tmp_path, make, error, chunks):

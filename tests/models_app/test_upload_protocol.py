@@ -59,11 +59,11 @@ def test_it_refuses_a_chunk_past_the_announced_size_or_too_big(admin, model_byte
 def test_it_refuses_sizes_over_the_limit_or_the_free_space(admin, settings, monkeypatch):
     settings.UPLOAD_MAX_BYTES = 10 << 30
     over = start(admin, "huge.gguf", (10 << 30) + 1)
-    assert over.status_code == 422 and "accepts uploads up to 10.0\xa0GB" in over.json()["error"]
+    assert over.status_code == 422 and "accepts uploads up to 10.0 GiB" in over.json()["error"]
     usage = namedtuple("usage", "total used free")
     monkeypatch.setattr("shutil.disk_usage", lambda path: usage(8 << 30, 7 << 30, 1 << 30))
     no_room = start(admin, "big.gguf", 2 << 30)
-    assert no_room.status_code == 422 and "only 1.0\xa0GB is free" in no_room.json()["error"]
+    assert no_room.status_code == 422 and "only 1.0 GiB is free" in no_room.json()["error"]
     assert start(admin, "empty.gguf", 0).status_code == 422
     assert {over.json()["field"], no_room.json()["field"], start(admin, "empty.gguf", 0).json()["field"]} == {"size"}
     assert_nothing_left()

@@ -66,7 +66,7 @@ def test_it_shows_the_tensor_cache_size_and_how_to_reclaim_it(db, runtime_bundle
     node = Node.objects.create(name="warm", host="10.0.0.7", username="u", host_key=KEY)
     Probe.objects.create(node=node, facts={**TROUBLED, "rpc_cache": 3 * 2**30})
     finding = by_title(diagnose(node, runtime_bundle), "tensor cache")[0]
-    assert "3.00 GiB" in finding.title and "rm -rf ~/.clusterpanel/cache/rpc" in finding.fix
+    assert "3.0 GiB" in finding.title and "rm -rf ~/.clusterpanel/cache/rpc" in finding.fix
 
 
 def test_it_tells_an_admin_whose_laptop_reports_amx_that_rpc_server_does_not_use_it(db, runtime_bundle):
