@@ -157,7 +157,9 @@ class Collector:
         quiet = time.monotonic() - max(stream.last_sample, stream.started)
         was_online = self.online.get(node.pk)
         if stream.last_sample and quiet < OFFLINE_AFTER_S:
-            if was_online is not True:
+            # Others mark a laptop offline too (an action whose SSH failed a moment): its samples say otherwise,
+            # and an offline laptop takes its deployment out of service, so the row follows the samples.
+            if was_online is not True or node.status == NodeStatus.OFFLINE:
                 node.set_status(NodeStatus.READY)
                 self.online[node.pk] = True  # only once written: a failed write is tried again next round
                 self.announce(node, "ready")

@@ -37,3 +37,10 @@ def register_all(lan: Lan, then: str) -> list:
         action = run_now(node, then)
         assert action.status == "succeeded", action.error
     return made
+
+
+def set_link(lan: Lan, laptop_index: int, state: str) -> None:
+    """Plug (`up`) or unplug (`down`) a laptop's cable: its link on the LAN's bridge (nodes/simlan.py names it)."""
+    import subprocess
+
+    subprocess.run(["ip", "link", "set", f"cpv-{lan.name}{laptop_index}", state], check=True)

@@ -11,7 +11,7 @@ import pytest
 from nodes import metrics
 from nodes.models import Node, NodeStatus
 from tests.conftest import ROOT, child_env, stop, wait_until
-from tests.nodes.laptops import register
+from tests.nodes.laptops import register, set_link
 from tests.nodes.trouble import locked_database
 
 
@@ -40,17 +40,15 @@ def sampled_since(node: Node, since: float) -> bool:
     return any(sample["received"] > since for sample in metrics.recent(node.pk, 30))
 
 
-def link(laptop_index: int, state: str) -> None:
-    subprocess.run(["ip", "link", "set", f"cpv-test{laptop_index}", state], check=True)
 
-
-def test_it_outlives_a_database_locked_past_its_timeout(watched, collector):
+def test_it_outlives_a_database_locked_past_its_timeout(lan, watched, collector):
     process, log = collector
     wait_until(lambda: all(status(node) == NodeStatus.READY for node in watched), 30, "every laptop streaming")
     dropped, others = watched[1], [watched[0], watched[2]]
     try:
         with locked_database():
-            link(2, "down")  # the collector must write laptop 2 offline: the write waits out the lock, then fails
+            # the collector must write laptop 2 offline: the write waits out the lock, then fails
+            set_link(lan(3), 2, "down")
             wait_until(lambda: "database is locked" in log.read_text(), 40, "the collector failing to write")
             time.sleep(1)
             assert process.poll() is None, "the failed write did not end the collector"
@@ -58,7 +56,7 @@ def test_it_outlives_a_database_locked_past_its_timeout(watched, collector):
         after = time.time()
         wait_until(lambda: all(sampled_since(node, after) for node in others), 10, "the others still sampled")
     finally:
-        link(2, "up")
+        set_link(lan(3), 2, "up")
     wait_until(lambda: status(dropped) == NodeStatus.READY, 30, "the laptop back by itself")
     assert process.poll() is None
     process.send_signal(signal.SIGTERM)
