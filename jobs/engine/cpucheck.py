@@ -34,6 +34,7 @@ from jobs.engine import llamacpp
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAL_S = 120
+TRAPS = {signal.SIGILL, signal.SIGSEGV, signal.SIGBUS, signal.SIGFPE}
 FILE = "llama-cpu-check.json"
 # Long enough that ggml computes it as one matrix product through the repacked weights, as a real prompt does.
 TRIAL_PROMPT = "The lighthouse keeper climbed the stairs, trimmed the wick and watched the ships pass the rocks."
@@ -107,7 +108,9 @@ def known() -> Verdict | None:
 
 
 def verdict() -> Verdict:
-    """The kept verdict, or a new one from the trials (one process at a time runs them; the others wait)."""
+    """The kept verdict, or a new one from the trials (one process at a time runs them; the others wait). Only a
+    conclusive one is kept: a trial killed from outside (for memory, a stop) or that could not run is tried again
+    by the next process that loads a model."""
     found = known()
     if found is not None:
         return found
@@ -117,29 +120,38 @@ def verdict() -> Verdict:
         fcntl.flock(lock, fcntl.LOCK_EX)
         found = known()
         if found is None:
-            found = check()
-            staging = folder / f"{FILE}.{os.getpid()}"
-            staging.write_text(json.dumps(asdict(found)))
-            staging.replace(folder / FILE)
+            found, conclusive = check()
+            if conclusive:
+                staging = folder / f"{FILE}.{os.getpid()}"
+                staging.write_text(json.dumps(asdict(found)))
+                staging.replace(folder / FILE)
     return found
 
 
-def check() -> Verdict:
+def trapped(returncode: int) -> bool:
+    """Died on a fault of its own code on this CPU, not of a signal sent from outside (SIGKILL, SIGTERM)."""
+    return -returncode in TRAPS
+
+
+def check() -> tuple[Verdict, bool]:
+    """The verdict, and whether it is conclusive."""
     key, now = build_key(), time.time()
     repacked = trial(extra_buffers=True)
     if repacked == 0:
-        return Verdict(True, True, "llama.cpp's CPU kernels, weight repacking included, ran in a trial.", key, now)
-    if repacked > 0:  # it broke without a signal (no model, no time): nothing points at repacking
-        return Verdict(True, True, f"The trial could not run (exit {repacked}); llama.cpp's defaults are kept.",
-                       key, now)
+        return Verdict(True, True, "llama.cpp's CPU kernels, weight repacking included, ran in a trial.", key,
+                       now), True
+    if not trapped(repacked):  # nothing points at repacking (no model, no time, killed from outside)
+        why = death_in_words(repacked) or f"failed (exit {repacked})"
+        return Verdict(True, True, f"The trial {why}; llama.cpp's defaults are kept until the next one.", key,
+                       now), False
     why = death_in_words(repacked)
     plain = trial(extra_buffers=False)
-    if plain != 0:
+    if trapped(plain):
         return Verdict(False, False, f"llama.cpp cannot run on this machine: with weight repacking it {why}; "
-                                     f"without, it {death_in_words(plain) or f'failed (exit {plain})'}.", key, now)
+                                     f"without, it {death_in_words(plain)}.", key, now), True
     return Verdict(False, True, f"With weight repacking llama.cpp {why}. Models on this machine load without it: "
                                 "the same answers, but models llama.cpp would repack (Q4_0, for one) read prompts "
-                                "at about half the speed.", key, now)
+                                "at about half the speed.", key, now), plain == 0
 
 
 def trial(extra_buffers: bool) -> int:

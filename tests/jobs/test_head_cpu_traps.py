@@ -101,3 +101,15 @@ def test_the_system_page_says_how_models_load_here(tmp_path, settings, client, a
     (tmp_path / cpucheck.FILE).write_text(json.dumps(fallback.__dict__))
     page = client.get("/status/").content.decode()
     assert "llama.cpp on this CPU" in page and "illegal instruction (SIGILL)" in page
+
+
+def test_a_trial_killed_from_outside_decides_nothing_and_is_tried_again(tmp_path):
+    """The OOM killer or a stop ending the trial says nothing about the CPU: llama.cpp's defaults stay, and no
+    verdict is kept, so the next process that loads a model tries again."""
+    env = {**head(tmp_path), "STANDIN_SIGNAL": "KILL"}
+    script = "from jobs.engine import cpucheck; print(cpucheck.verdict().extra_buffers)"
+    ran = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
+                         timeout=240)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.split()[-1] == "True", "the defaults kept"
+    assert not (tmp_path / cpucheck.FILE).exists(), "nothing kept: the next load tries again"

@@ -4,7 +4,8 @@ With this folder on PYTHONPATH, a Python process that loads a model with llama.c
 weight repacking through which ggml reaches its AMX kernels) dies on SIGILL at its first decode of more than one
 token, as such a head does on `tilezero` in ggml_backend_amx_mul_mat; a one-token decode passes, as it does
 there. A model loaded without them runs as usual. Only the trigger is played: the process really dies on the
-signal, and everything after (its exit code, the panel's reading of it) is real.
+signal, and everything after (its exit code, the panel's reading of it) is real. STANDIN_SIGNAL=KILL plays the
+kernel's OOM killer ending that process at the same moment instead.
 """
 
 import importlib.abc
@@ -23,10 +24,12 @@ def _trap(package) -> None:
         loaded["repacked"] = loaded["repacked"] or bool(params.use_extra_bufts)
         return load(path, params)
 
+    number = getattr(signal, "SIG" + os.environ.get("STANDIN_SIGNAL", "ILL"))
+
     def decode_or_trap(ctx, batch):
         if loaded["repacked"] and batch.n_tokens > 1:
-            signal.signal(signal.SIGILL, signal.SIG_DFL)
-            os.kill(os.getpid(), signal.SIGILL)
+            signal.signal(number, signal.SIG_DFL)
+            os.kill(os.getpid(), number)
         return decode(ctx, batch)
 
     for module in (api, package):  # the package re-exports the functions under its own names
