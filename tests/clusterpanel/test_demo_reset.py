@@ -13,7 +13,7 @@ from tests.services import slotted
 
 def test_reset_removes_the_demo_and_keeps_everyone_elses_work(bob, capsys, settings):
     # This run's own demo LAN: the reset also takes down its namespaces, never another run's or a panel's.
-    settings.DEMO_LAN_NAME, settings.DEMO_LAN_SUBNET = slotted("demo", "10.230.0.0/24")
+    settings.DEMO_LAN_NAME, settings.DEMO_LAN_SUBNET = slotted("tdemo", "10.228.0.0/24")
     deployment = ready_deployment()
     demo = [Node.objects.create(name=f"{settings.DEMO_LAN_NAME}-{n}", host=f"10.230.0.{10 + n}", username="u",
                                 host_key=HOST_KEY) for n in (1, 2, 3)]

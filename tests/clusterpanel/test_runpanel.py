@@ -160,7 +160,7 @@ def test_it_says_so_when_a_given_redis_does_not_answer(tmp_path):
 
 def test_make_run_brings_up_a_demo_whose_chat_answers_and_ctrl_c_removes_it(tmp_path, lan_turn):
     port = free_port()
-    name, subnet = slotted("demo", "10.230.0.0/24")  # beside another run's demo, each its own
+    name, subnet = slotted("tdemo", "10.228.0.0/24")  # never a panel's own demo, nor another run's
     panel = start_panel(tmp_path, port, DEMO="1", DEMO_LAN_NAME=name, DEMO_LAN_SUBNET=subnet)
     try:
         ready = read_until(panel, r"Demo ready.*", timeout=400)
