@@ -30,6 +30,9 @@ log = logging.getLogger(__name__)
 
 KEEP_S = 3600
 RETRY_S = 1.0  # after Redis failed the engine, how long its events stay held before Redis is tried again
+# ... when the try itself waited out the connect timeout (a Redis host gone, not refusing): each try costs the
+# generating thread that long, so it is made seldom enough to cost every running answer a few per cent at most.
+SLOW_RETRY_S = 10.0
 
 
 def group(job_id: int) -> str:
@@ -100,7 +103,7 @@ class JobStream:
         self.due: set[int] = set()
         self.deferring = False
         self._connection = None
-        self._retry_at = 0.0
+        self._retry_at = self._connecting_since = 0.0
         self.outage = Outage(log, "sending job events to Redis (they are held and sent once it answers)")
 
     def start(self, job_id: int) -> None:
@@ -188,6 +191,7 @@ class JobStream:
             # No retries and short timeouts: a Redis that is down may cost a token now and then, never a stall.
             connection = pool.connection_class(**{**pool.connection_kwargs, "retry": Retry(NoBackoff(), 0),
                                                   "socket_connect_timeout": 0.5, "socket_timeout": 1})
+            self._connecting_since = time.monotonic()
             connection.connect()
             connection.send_command("CLIENT", "REPLY", "OFF", check_health=False)
             self._connection = connection
@@ -198,7 +202,8 @@ class JobStream:
         anew once Redis answers."""
         self.outage.failed(exc)
         self.rewrite.update(self.written)
-        self._retry_at = time.monotonic() + RETRY_S
+        waited = time.monotonic() - self._connecting_since if self._connection is None else 0.0
+        self._retry_at = time.monotonic() + (SLOW_RETRY_S if waited > 0.25 else RETRY_S)
         if self._connection is not None:
             self._connection.disconnect()
             self._connection = None

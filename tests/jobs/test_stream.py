@@ -116,6 +116,24 @@ def test_while_redis_is_unreachable_tokens_do_not_try_it_one_by_one(caplog):
     assert caplog.text.count("sending job events to Redis") == 1, "said once, not once per token"
 
 
+def test_a_redis_that_does_not_answer_is_tried_seldom_and_one_that_refuses_each_second():
+    """A Redis host gone silent costs the generating thread the connect timeout at each try: the engine tries it
+    every SLOW_RETRY_S. One that refuses at once costs nothing and is tried again within a second."""
+    with socket.socket() as silent, socket.socket() as closed:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(0)
+        closed.bind(("127.0.0.1", 0))
+        filler = socket.create_connection(silent.getsockname(), timeout=1)  # its one queue place: the rest hang
+        waits = {}
+        for name, port in (("silent", silent.getsockname()[1]), ("refusing", closed.getsockname()[1])):
+            out = stream.JobStream(hold_ms=0)
+            out.redis = redis.Redis(port=port)
+            out.token(JOB + 6, "x")
+            waits[name] = out._retry_at - time.monotonic()
+        filler.close()
+    assert waits["silent"] > 5 * stream.RETRY_S and waits["refusing"] <= stream.RETRY_S, waits
+
+
 def test_a_new_jobs_message_also_wakes_a_busy_engines_watch_at_once(monkeypatch):
     from jobs import messages
 
