@@ -102,6 +102,6 @@ def test_it_shows_slots_filling_live_and_the_dashboard_counts_the_queue(alice, b
         assert [page.inner_text(f"{row} td:nth-child({n})") for n in (3, 4, 5, 6)] == ["4", "3", "2", "4 of 4"]
         job(deployment, alice, status=JobStatus.QUEUED)  # the dashboard follows without a reload
         text_is(page, f"{row} td:nth-child(4)", "4")
-        assert page.inner_text(f"{row} td:nth-child(7)") == "0.0"
+        assert page.inner_text(f"{row} td:nth-child(7)") == "0.0 tokens/s", "a figure with its unit"
         assert page.inner_text(f"{row} td:nth-child(9)") == "alice, bob", "who uses it"
         assert not page.watch.errors, page.watch.errors

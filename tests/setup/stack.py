@@ -138,11 +138,12 @@ class Stack:
             env[key] = mounts.get(value, value)
         return {**self.image_environment(), **env}
 
-    @staticmethod
-    def image_environment() -> dict[str, str]:
-        """Stands in for the Dockerfile's ENV lines: its virtualenv first on PATH, its build cache."""
+    def image_environment(self) -> dict[str, str]:
+        """Stands in for the Dockerfile's ENV lines: its virtualenv first on PATH, its build cache, the static
+        files it collected (`build()`)."""
         image = {"PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-                 "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
+                 "HOME": os.environ.get("HOME", "/root"), "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1",
+                 "STATIC_ROOT": str(self.folder / "image-static")}
         if os.environ.get("CLUSTERPANEL_CACHE"):
             image["CLUSTERPANEL_CACHE"] = os.environ["CLUSTERPANEL_CACHE"]
         return image
@@ -180,8 +181,18 @@ class Stack:
         return subprocess.run(command, cwd=ROOT, env=self.environment(name), capture_output=True, text=True,
                               timeout=120)
 
+    def build(self) -> None:
+        """What the Dockerfile does at build time that the services rely on: static files collected under their
+        hashed names (the pages name them so), into the folder its ENV names."""
+        dockerfile = (ROOT / "Dockerfile").read_text()
+        assert "ENV STATIC_ROOT=" in dockerfile and "manage.py collectstatic" in dockerfile, "the image changed"
+        env = {**self.image_environment(), "DATA_DIR": str(self.folder / "build"), "SECRET_KEY": "build-only"}
+        subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=ROOT, env=env,
+                       check=True, timeout=300)
+
     def up(self, within: float = 300) -> list[str]:
         """Starts every panel service once what it depends on is there; the order they started in."""
+        self.build()
         self.assert_one_network()
         waiting = dict(self.services)
         while waiting:
