@@ -151,7 +151,7 @@ def check() -> tuple[Verdict, bool]:
                                      f"without, it {death_in_words(plain)}.", key, now), True
     return Verdict(False, True, f"With weight repacking llama.cpp {why}. Models on this machine load without it: "
                                 "the same answers, but models llama.cpp would repack (Q4_0, for one) read prompts "
-                                "at about half the speed.", key, now), plain == 0
+                                "at about 60 % of the speed.", key, now), plain == 0
 
 
 def trial(extra_buffers: bool) -> int:
