@@ -7,9 +7,10 @@ extra buffer types, into which weights are repacked as the model loads; with `us
 weight stays in a plain CPU buffer, which every CPU variant computes, and the answers are the same.
 
 So before the first model loads here, a child loads the bundled model as the panel's processes do and reads a
-multi-token prompt; if it dies on a signal, every llama.cpp process the panel starts on this machine (engines,
-Verify's reference, calibration, speed tests) loads without repacking, and a second child checks that this runs.
-The verdict is kept in the data folder, per CPU and llama.cpp build, and shown on the System page.
+multi-token prompt; if it dies of a fault of its own code (SIGILL, SIGSEGV, SIGBUS, SIGFPE), every llama.cpp
+process the panel starts on this machine (engines, Verify's reference, calibration, speed tests) loads without
+repacking, and a second child checks that this runs. The verdict is kept in the data folder, per CPU and
+llama.cpp build, and shown on the System page.
 
 Laptops need no such trial: `ggml-rpc-server` keeps every tensor in its device's default buffer type
 (ggml-rpc.cpp), so the extra buffer types, and the AMX kernels with them, are never used there.
