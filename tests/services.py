@@ -26,6 +26,7 @@ _state: dict = {}
 
 
 SLOTS = 8
+OWN_REDIS = "CLUSTERPANEL_TEST_OWN_REDIS"  # the REDIS_URL this plugin set, not one given from outside
 
 
 def lock_path(slot: int) -> Path:
@@ -87,10 +88,11 @@ def pytest_load_initial_conftests(early_config, parser, args):
     (data_dir / "static").mkdir()
     _state["data_dir"] = data_dir
     os.environ["DATA_DIR"] = str(data_dir)
-    if not os.environ.get("REDIS_URL"):
+    if not os.environ.get("REDIS_URL") or os.environ.get(OWN_REDIS) == os.environ["REDIS_URL"]:
+        # A Redis of its own also for each worker of a parallel run (pytest-xdist), whose parent's it inherits.
         server = RedisServer.start(data_dir / "redis")
         _state["redis"] = server
-        os.environ["REDIS_URL"] = server.url
+        os.environ["REDIS_URL"] = os.environ[OWN_REDIS] = server.url
     return (yield)
 
 
