@@ -8,7 +8,7 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from clusterpanel.crypto import EncryptedTextField
 from clusterpanel.routes import NotARoute
-from nodes import ssh
+from nodes import logins, ssh
 
 HOST_KEY_FORMAT = RegexValidator(r"^(ssh-ed25519|ecdsa-sha2-nistp\d+|ssh-rsa) [A-Za-z0-9+/=]+$",
                                  "Not an SSH public host key.")
@@ -18,12 +18,12 @@ FOLDER_PART = re.compile(r"[A-Za-z0-9_.+@][A-Za-z0-9_.+@-]*")
 # The laptop's address, login and folder reach command lines (OpenSSH's, the laptop's shell): each is
 # checked here, on the model, so the form, addnode and any API refuse the same values in the same words.
 def validate_host(value: str) -> None:
-    if problem := ssh.host_problem(value):
+    if problem := logins.host_problem(value):
         raise ValidationError(problem, code="invalid")
 
 
 def validate_username(value: str) -> None:
-    if problem := ssh.user_problem(value):
+    if problem := logins.user_problem(value):
         raise ValidationError(problem, code="invalid")
 
 

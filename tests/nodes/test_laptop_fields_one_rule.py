@@ -88,7 +88,7 @@ def test_the_ssh_door_itself_refuses_what_the_fields_refuse():
 
 
 def test_a_domain_login_is_a_user_name_and_an_address_after_the_at_is_not():
-    from nodes import ssh
+    from nodes import logins
 
-    assert ssh.user_problem("alice@corp") is None and ssh.user_problem("alice@corp.example.org") is None
-    assert "not user@host" in ssh.user_problem("lab@10.0.0.5") and ssh.user_problem("lab@fe80::1")
+    assert logins.user_problem("alice@corp") is None and logins.user_problem("alice@corp.example.org") is None
+    assert "not user@host" in logins.user_problem("lab@10.0.0.5") and logins.user_problem("lab@fe80::1")
