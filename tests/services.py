@@ -39,21 +39,23 @@ def take_turn() -> int:
         return _state["slot"]
     asked = os.environ.get("CLUSTERPANEL_TEST_SLOT")
     candidates = [int(asked)] if asked else list(range(SLOTS))
-    for slot in candidates:
-        handle = open(lock_path(slot), "w")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.close()
-            continue
-        _state.update(slot=slot, lock=handle)
-        return slot
-    slot = candidates[0]
-    print(f"Another clusterpanel test run holds {lock_path(slot)}; waiting for it to finish.", flush=True)
-    handle = open(lock_path(slot), "w")
-    fcntl.flock(handle, fcntl.LOCK_EX)
-    _state.update(slot=slot, lock=handle)
+    slot = next((slot for slot in candidates if _hold(slot, wait=False)), None)
+    if slot is None:
+        slot = candidates[0]
+        print(f"Another clusterpanel test run holds {lock_path(slot)}; waiting for it to finish.", flush=True)
+        _hold(slot, wait=True)
     return slot
+
+
+def _hold(slot: int, wait: bool) -> bool:
+    handle = open(lock_path(slot), "w")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | (0 if wait else fcntl.LOCK_NB))
+    except BlockingIOError:
+        handle.close()
+        return False
+    _state.update(slot=slot, lock=handle)
+    return True
 
 
 def slotted(name: str, subnet: str) -> tuple[str, str]:
