@@ -133,7 +133,10 @@ def reference(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], lis
 def reference_here(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], list[list[str]]]:
     import llama_cpp
 
-    llm = llama_cpp.Llama(model_path=str(path), n_ctx=ctx, verbose=False)
+    from jobs.engine import cpucheck
+
+    with cpucheck.loading():  # as the panel loads it: the backends that fit this CPU, only kernels that run here
+        llm = llama_cpp.Llama(model_path=str(path), n_ctx=ctx, verbose=False)
     sampled, sample = [], llm.sample
 
     def recording(*args, **kwargs):  # create_completion samples through generate, which calls self.sample

@@ -58,11 +58,12 @@ def generate_once(endpoint: str, tokens: int) -> dict:
     """Prompt processing and decode speed, in a child process (llama.cpp aborts on RPC trouble)."""
     code = f"""
 import json, time
-from jobs.engine import llamacpp
+from jobs.engine import cpucheck, llamacpp
 from models_app.bundled import bundled_model_path
 llamacpp.register_rpc_servers([{endpoint!r}])
 from llama_cpp import Llama
-llm = Llama(model_path=str(bundled_model_path()), n_ctx=1024, n_batch=512, n_gpu_layers=99, verbose=False, seed=1)
+with cpucheck.loading():
+    llm = Llama(model_path=str(bundled_model_path()), n_ctx=1024, n_batch=512, n_gpu_layers=99, verbose=False, seed=1)
 llm({PROMPT!r}, max_tokens=4, temperature=0.0)
 long_prompt = {LONG_PROMPT!r}
 llm.reset()

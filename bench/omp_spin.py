@@ -32,11 +32,12 @@ BASE_PORT = 50420
 PROMPT = "<|im_start|>user\nTell me about clusters of laptops, round {}.<|im_end|>\n<|im_start|>assistant\n"
 WORKER = r"""
 import json, sys, time
-from jobs.engine import llamacpp
+from jobs.engine import cpucheck, llamacpp
 endpoints, model, ngl, split = json.loads(sys.argv[1])
 llamacpp.register_rpc_servers(endpoints)
 from llama_cpp import Llama
-llm = Llama(model_path=model, n_ctx=512, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)
+with cpucheck.loading():
+    llm = Llama(model_path=model, n_ctx=512, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)
 print("ready", flush=True)
 for line in sys.stdin:
     ask = json.loads(line)

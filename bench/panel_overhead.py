@@ -29,7 +29,7 @@ from scratch_panel import ROOT, free_port, scratch_panel
 EXTRA_PORT = 50310
 IN_PROCESS = r"""
 import json, sys, time
-from jobs.engine import llamacpp
+from jobs.engine import cpucheck, llamacpp
 endpoints, model, ngl, split, ctx, expected, engine_code = json.loads(sys.argv[1])
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0}
 times, cpu_at_first = [], []
@@ -48,7 +48,9 @@ if engine_code:
 else:
     llamacpp.register_rpc_servers(endpoints)
     from llama_cpp import Llama
-    llm = Llama(model_path=model, n_ctx=ctx, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)
+    with cpucheck.loading():
+        llm = Llama(model_path=model, n_ctx=ctx, n_gpu_layers=ngl, tensor_split=[float(x) for x in split],
+                    verbose=False)
     def stream(ask):
         for chunk in llm.create_chat_completion(ask["messages"], max_tokens=ask["max_tokens"], stream=True, **GREEDY):
             if chunk["choices"][0]["delta"].get("content"):

@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Build llama.cpp with RPC, once per version, into a cache outside the work tree.
 
-Two products come from one llama-cpp-python source distribution:
+One CMake build of the vendored llama.cpp in one llama-cpp-python source
+distribution serves two products:
 
-* a llama-cpp-python wheel built with RPC on, for the panel's own virtualenv;
-* the laptop runtime bundle: `ggml-rpc-server` built from the very same
-  vendored llama.cpp tree (so both speak one RPC protocol version), with its
-  ggml libraries and one CPU backend per instruction-set level, chosen at run
-  time, so it runs on old laptops and still uses AVX2/AVX-512 where present.
+* the laptop runtime bundle: `ggml-rpc-server` with its ggml libraries and one
+  CPU backend per instruction-set level, chosen at run time, so it runs on old
+  laptops and still uses AVX2/AVX-512 where present;
+* the head's llama-cpp-python wheel: the package's Python code (built with its
+  own libraries off, in seconds) with `libllama` and the same ggml libraries
+  and CPU backends added to `llama_cpp/lib`. Head and laptops thus run the very
+  same ggml and speak one RPC protocol version, and ggml is compiled once
+  (jobs/engine/llamacpp.py loads the CPU backend that fits the head's CPU).
 
 One more product only on request (`--llama-server`), for the benchmarks:
 llama.cpp's own `llama-server`, built from the same vendored tree with RPC on,
@@ -20,8 +24,11 @@ failed and its log, never a traceback.
 """
 
 import argparse
+import base64
+import csv
 import fcntl
 import hashlib
+import io
 import json
 import os
 import platform
@@ -29,20 +36,25 @@ import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import tempfile
 import time
+import zipfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "llama-cpp-python"
-WHEEL_CMAKE_ARGS = "-DGGML_RPC=on"
+# The wheel's own CMake build makes nothing: its libraries come from the shared build below (and the panel
+# uses no multimodal model, so no libmtmd).
+WHEEL_CMAKE_ARGS = "-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF"
 # One CPU backend per level a laptop may have; the best one it supports is loaded.
 CPU_VARIANTS = [
     "x64", "sse42", "sandybridge", "ivybridge", "piledriver", "haswell", "skylakex",
     "cannonlake", "cascadelake", "icelake", "cooperlake", "zen4", "alderlake", "sapphirerapids",
 ]
-SERVER_CMAKE_ARGS = [
+# The one build of the vendored llama.cpp, for the bundle and the wheel alike.
+LLAMA_CPP_CMAKE_ARGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=ON",
     "-DGGML_RPC=ON",
@@ -63,11 +75,13 @@ SERVER_CMAKE_ARGS = [
 # laptop's own libstdc++ is used: this machine's, shipped or linked in, would
 # raise the glibc a laptop needs from 2.34 to 2.36 (arc4random, _dl_find_object).
 BUNDLED_SYSTEM_LIBS = ("libgomp.so",)
+# What the head needs beside the bundle's libraries (the rpc-server does not use libllama).
+HEAD_ONLY_LIBS = ("libllama",)
 BUNDLE_NAME = "clusterpanel-runtime"
 # Built like the panel's own wheel (native CPU code, OpenMP): the benchmark
 # compares engines, not instruction sets. Static, so the binary stands alone;
 # the prebuilt web UI would be downloaded, so it stays off.
-LLAMA_SERVER_CMAKE_ARGS = [
+LLAMA_LLAMA_CPP_CMAKE_ARGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DGGML_RPC=ON",
@@ -153,39 +167,78 @@ def unpack(sdist: Path, cache: Path) -> Path:
     return next(p for p in source.iterdir() if p.is_dir())
 
 
-def build_wheel(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
-    wheels = cache / f"wheel-{flags_key(WHEEL_CMAKE_ARGS)}"
-    found = sorted(wheels.glob("llama_cpp_python-*.whl"))
-    if found:
-        return found[0]
-    staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
-    env = {**os.environ, "CMAKE_ARGS": WHEEL_CMAKE_ARGS, "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs)}
+def build_python_wheel(source: Path, staging: Path, logs: Path) -> Path:
+    """llama-cpp-python's Python code, with no library of its own yet."""
+    env = {**os.environ, "CMAKE_ARGS": WHEEL_CMAKE_ARGS}
     run_step(
-        "build the llama-cpp-python wheel with RPC (3 to 6 min on 2 cores)",
+        "build the llama-cpp-python wheel (its Python code)",
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(staging), str(source)],
         logs / "wheel.log", env=env,
         hint="Needs a C/C++ compiler, cmake and the Python headers (make setup installs them).",
     )
-    staging.rename(wheels)
-    return next(wheels.glob("llama_cpp_python-*.whl"))
+    return next(staging.glob("llama_cpp_python-*.whl"))
 
 
-def build_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
+def build_llama_cpp(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
     build = cache / "rpc-build"
     tree = source / "vendor" / "llama.cpp"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     run_step(
-        "configure ggml-rpc-server from the vendored llama.cpp",
-        ["cmake", "-S", str(tree), "-B", str(build), *generator, *SERVER_CMAKE_ARGS],
+        "configure llama.cpp from the vendored tree (one build for the head and the laptops)",
+        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_CPP_CMAKE_ARGS],
         logs / "rpc-configure.log",
     )
-    targets = ["ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
+    targets = ["llama", "ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
     run_step(
-        f"build ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants (several minutes)",
+        f"build libllama and ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants (4 to 5 min on 2 cores)",
         ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", *targets],
         logs / "rpc-build.log",
     )
     return build / "bin"
+
+
+def library_files(built: Path, prefixes: tuple[str, ...]) -> dict[str, Path]:
+    """Each library file in `built` whose name starts with one of `prefixes`, under every name it is known by
+    (libggml.so, libggml.so.0, libggml.so.0.25.3): a wheel keeps no symlinks, so each name becomes a copy."""
+    found = {}
+    for path in sorted(built.glob("lib*.so*")):
+        if path.name.startswith(prefixes):
+            found[path.name] = path.resolve()
+    return found
+
+
+def record_line(name: str, data: bytes) -> list[str]:
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return [name, f"sha256={digest}", str(len(data))]
+
+
+def add_libraries(python_wheel: Path, built: Path, final: Path) -> Path:
+    """The wheel with the shared build's libraries in llama_cpp/lib, its RECORD rewritten to list them."""
+    libraries = library_files(built, ("libggml", *HEAD_ONLY_LIBS))
+    staging = final.with_name(final.name + ".partial")
+    staging.unlink(missing_ok=True)
+    records = []
+    with zipfile.ZipFile(python_wheel) as source, \
+            zipfile.ZipFile(staging, "w", zipfile.ZIP_DEFLATED) as wheel:
+        record_name = next(n for n in source.namelist() if n.endswith(".dist-info/RECORD"))
+        for info in source.infolist():
+            if info.filename == record_name:
+                continue
+            data = source.read(info)
+            wheel.writestr(info, data)
+            records.append(record_line(info.filename, data))
+        for name, path in libraries.items():
+            data = path.read_bytes()
+            info = zipfile.ZipInfo(f"llama_cpp/lib/{name}", date_time=time.gmtime(path.stat().st_mtime)[:6])
+            info.external_attr = 0o755 << 16
+            info.compress_type = zipfile.ZIP_DEFLATED
+            wheel.writestr(info, data)
+            records.append(record_line(info.filename, data))
+        lines = io.StringIO()
+        csv.writer(lines, lineterminator="\n").writerows([*records, [record_name, "", ""]])
+        wheel.writestr(record_name, lines.getvalue())
+    staging.rename(final)
+    return final
 
 
 def system_lib(name: str, binary: Path) -> Path | None:
@@ -229,7 +282,7 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
     server = built / "ggml-rpc-server"
     shutil.copy2(server, bin_dir)
     for lib in sorted(built.glob("lib*.so*")):
-        if lib.is_symlink():
+        if lib.is_symlink() or lib.name.startswith(HEAD_ONLY_LIBS):
             continue
         shutil.copy2(lib, bin_dir / lib.name)
         soname = re.match(r"(lib[\w-]+\.so(?:\.\d+)?)", lib.name).group(1)
@@ -272,11 +325,11 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
 
 
 def runtime_dir(cache: Path) -> Path:
-    return cache / f"runtime-{flags_key(SERVER_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS)}"
+    return cache / f"runtime-{flags_key(LLAMA_CPP_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS)}"
 
 
 def llama_server_dir(cache: Path) -> Path:
-    return cache / f"llama-server-{flags_key(LLAMA_SERVER_CMAKE_ARGS)}"
+    return cache / f"llama-server-{flags_key(LLAMA_LLAMA_CPP_CMAKE_ARGS)}"
 
 
 def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
@@ -285,7 +338,7 @@ def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     run_step(
         "configure llama-server from the vendored llama.cpp",
-        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_SERVER_CMAKE_ARGS],
+        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_LLAMA_CPP_CMAKE_ARGS],
         logs / "llama-server-configure.log",
     )
     run_step(
@@ -335,15 +388,33 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
     logs.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits for the first
+        wheel = wheel_dir(cache) / f"llama_cpp_python-{version}-py3-none-{platform_tag()}.whl"
+        runtime = runtime_dir(cache) / f"{BUNDLE_NAME}.json"
+        if wheel.exists() and runtime.exists():
+            return wheel, runtime
         sdist = fetch_sdist(version, cache, logs)
         source = unpack(sdist, cache)
-        wheel = build_wheel(source, cache, logs, jobs)
-        runtime = runtime_dir(cache) / f"{BUNDLE_NAME}.json"
-        if not runtime.exists():
-            built = build_server(source, cache, logs, jobs)
-            runtime = bundle_runtime(source, built, cache, version)
-            shutil.rmtree(cache / "rpc-build", ignore_errors=True)
+        staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
+        try:
+            python_wheel = build_python_wheel(source, staging, logs)
+            built = build_llama_cpp(source, cache, logs, jobs)
+            if not runtime.exists():
+                runtime = bundle_runtime(source, built, cache, version)
+            wheel.parent.mkdir(exist_ok=True)
+            add_libraries(python_wheel, built, wheel)
+        finally:
+            shutil.rmtree(staging, ignore_errors=True)
+        shutil.rmtree(cache / "rpc-build", ignore_errors=True)
     return wheel, runtime
+
+
+def platform_tag() -> str:
+    """The wheel's platform tag, as scikit-build-core gives it (py3-none-<this>: ctypes loads the libraries)."""
+    return re.sub(r"[-.]", "_", sysconfig.get_platform())
+
+
+def wheel_dir(cache: Path) -> Path:
+    return cache / f"wheel-{flags_key(WHEEL_CMAKE_ARGS, LLAMA_CPP_CMAKE_ARGS, CPU_VARIANTS, HEAD_ONLY_LIBS)}"
 
 
 def main() -> int:

@@ -7,6 +7,7 @@ misbehaves, so every call that talks to a server runs in a child process.
 import contextlib
 import ctypes
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Callable, Iterator
@@ -18,32 +19,58 @@ class LlamaCppError(RuntimeError):
 
 
 def lib_dir() -> Path:
+    """Where llama-cpp-python loads libllama from (LLAMA_CPP_LIB_PATH overrides its own lib/, as there)."""
     import llama_cpp  # here, not at the top: web processes import this module without needing libllama
 
-    return Path(llama_cpp.__file__).parent / "lib"
+    return Path(os.environ.get("LLAMA_CPP_LIB_PATH") or Path(llama_cpp.__file__).parent / "lib")
 
 
-def _loaded_library(soname_prefix: str) -> ctypes.CDLL:
-    """The copy of a library that libllama itself uses.
+def _loaded_library(name: str) -> ctypes.CDLL:
+    """The copy of a library (`libggml.so`, `libggml-rpc.so`) that libllama itself uses.
 
     The wheel holds libggml.so, libggml.so.0 and libggml.so.0.x as separate
     files (wheels keep no symlinks); opening the wrong one gives a second ggml
     with its own backend registry, and RPC servers registered there are
     silently ignored by llama.cpp.
     """
-    import llama_cpp
+    import llama_cpp  # noqa: F401 (loads libllama and, through it, its libggml)
 
-    llama_cpp.llama_backend_init()  # loads libllama and, through it, its libggml
     here = lib_dir().resolve()  # the maps name real paths; a virtualenv may be reached through a symlink
     for line in Path("/proc/self/maps").read_text().splitlines():
-        path = line.split()[-1]
-        if Path(path).name.startswith(soname_prefix) and Path(path).parent == here:
-            return ctypes.CDLL(path)
-    return ctypes.CDLL(soname_prefix.rstrip("."))
+        path = Path(line.split()[-1])
+        if (path.name == name or path.name.startswith(name + ".")) and path.parent == here:
+            return ctypes.CDLL(str(path))
+    return ctypes.CDLL(name)
+
+
+_backends_loaded = False
+
+
+def load_backends() -> None:
+    """ggml's backends, from the folder libllama came from, once per process before anything else uses them.
+
+    The head's ggml is the laptops' (scripts/build_llama.py): built with GGML_BACKEND_DL, its CPU code is one
+    library per instruction-set level, picked at run time by what this CPU scores best on, and RPC is a library
+    of its own. llama.cpp looks for them only beside the executable (here, python) and in the working folder.
+    A ggml with its backends linked in has them registered already and loads nothing here.
+    """
+    global _backends_loaded
+    if _backends_loaded:
+        return
+    import llama_cpp
+
+    ggml = _loaded_library("libggml.so")
+    ggml.ggml_backend_reg_count.restype = ctypes.c_size_t
+    if ggml.ggml_backend_reg_count() == 0:
+        ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+        ggml.ggml_backend_load_all_from_path(str(lib_dir()).encode())
+    llama_cpp.llama_backend_init()
+    _backends_loaded = True
 
 
 def load_ggml() -> ctypes.CDLL:
-    ggml = _loaded_library("libggml.so.")
+    load_backends()
+    ggml = _loaded_library("libggml.so")
     ggml.ggml_backend_reg_by_name.restype = ctypes.c_void_p
     ggml.ggml_backend_reg_by_name.argtypes = [ctypes.c_char_p]
     return ggml
@@ -51,14 +78,12 @@ def load_ggml() -> ctypes.CDLL:
 
 def has_rpc_backend() -> bool:
     """True when llama-cpp-python was built with GGML_RPC (a plain PyPI build is not)."""
-    import llama_cpp
-
-    llama_cpp.llama_backend_init()
     return bool(load_ggml().ggml_backend_reg_by_name(b"RPC"))
 
 
 def _device_memory_in_this_process(endpoint: str) -> dict:
-    rpc = _loaded_library("libggml-rpc.so.")
+    load_backends()
+    rpc = _loaded_library("libggml-rpc.so")
     rpc.ggml_backend_rpc_get_device_memory.argtypes = [
         ctypes.c_char_p, ctypes.c_uint32, ctypes.POINTER(ctypes.c_size_t), ctypes.POINTER(ctypes.c_size_t)]
     free, total = ctypes.c_size_t(0), ctypes.c_size_t(0)
@@ -86,9 +111,6 @@ def register_rpc_servers(endpoints: list[str]) -> None:
     The backend must be initialised first; registered the other way round, the
     model silently loads on the head's CPU. Unreachable servers abort the process.
     """
-    import llama_cpp
-
-    llama_cpp.llama_backend_init()
     ggml = load_ggml()
     ggml.ggml_backend_reg_get_proc_address.restype = ctypes.c_void_p
     ggml.ggml_backend_reg_get_proc_address.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
@@ -112,6 +134,7 @@ def model_params(extra_buffers: bool = True, progress: Callable[[float], None] |
     model parameters get them."""
     from llama_cpp import llama as llama_module
 
+    load_backends()
     api = llama_module.llama_cpp
     original = api.llama_model_default_params
 
