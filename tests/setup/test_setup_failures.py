@@ -2,14 +2,18 @@
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # A virtualenv Python that builds nothing and installs nothing: enough to walk setup.sh's steps.
 FAKE_PYTHON = """#!/bin/sh
 case "$1" in
-  scripts/build_llama.py) echo /nonexistent/llama_cpp_python-0.0.0-py3-none-any.whl ;;
-  -m) [ "$2" = pip ] && [ "$PIP_FAILS" = 1 ] && { echo "pip: simulated failure" >&2; exit 3; } ;;
+  scripts/build_llama.py)
+    [ "$BUILD_FAILS" = 1 ] && { echo "Build failed at step: (simulated)" >&2; exit 1; }
+    echo /nonexistent/llama_cpp_python-0.0.0-py3-none-any.whl ;;
+  -m) [ "$2" = pip ] && [ "$PIP_FAILS" = 1 ] && { echo "pip: simulated failure" >&2; exit 3; }
+      [ "$2" = pip ] && [ -n "$PIP_PID_FILE" ] && [ "$4" = -q ] && [ "$5" = -r ] && { echo $$ > "$PIP_PID_FILE"; exec sleep 60; } ;;
 esac
 exit 0
 """
@@ -46,6 +50,21 @@ def test_it_names_the_step_when_a_command_fails(tmp_path):
     failed = setup(checkout_copy(tmp_path), PIP_FAILS="1")
     assert failed.returncode != 0
     assert "setup failed: pip install failed" in failed.stderr
+
+
+def test_a_failed_build_leaves_no_pip_running_behind_it(tmp_path):
+    """The packages from PyPI install while llama.cpp builds; a build that fails ends that install too."""
+    pid_file = tmp_path / "pip.pid"
+    failed = setup(checkout_copy(tmp_path), BUILD_FAILS="1", PIP_PID_FILE=str(pid_file))
+    assert failed.returncode != 0
+    assert "Python packages from PyPI install meanwhile" in failed.stdout
+    pid = int(pid_file.read_text())
+    for _ in range(50):
+        if not Path(f"/proc/{pid}").exists() or "Z" in Path(f"/proc/{pid}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError("the background pip install outlived setup")
 
 
 def test_it_names_the_step_when_an_unguarded_command_fails(tmp_path):
