@@ -24,6 +24,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from scripts.build_llama import extract_all  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
 LINES = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30))
@@ -86,7 +88,7 @@ print(json.dumps({{"prefill": prefill, "decode": decode, "prompt_tokens": prompt
 
 def unpack(tarball: Path, into: Path, keep_only_baseline: bool) -> Path:
     with tarfile.open(tarball) as archive:
-        archive.extractall(into, filter="data")
+        extract_all(archive, into)
     bin_dir = into / "clusterpanel-runtime" / "bin"
     if keep_only_baseline:
         for variant in bin_dir.glob("libggml-cpu-*.so"):

@@ -36,6 +36,8 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from scripts.build_llama import extract_all  # noqa: E402
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 FIXTURE = ROOT / "tests" / "models_app" / "fixtures" / "memory_measurements.json"
 MiB = 2**20
@@ -168,7 +170,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="calibrate-") as scratch:
         scratch = Path(scratch)
         with tarfile.open(find_bundle().tarball) as archive:
-            archive.extractall(scratch, filter="data")
+            extract_all(archive, scratch)
         bin_dir = scratch / "clusterpanel-runtime" / "bin"
         for name, spec, counts in MODELS:
             if args.models and name not in args.models.split(","):

@@ -118,10 +118,11 @@ key_of() { cat "$@" | sha256sum | cut -c1-16; }
 # the CPUs). Without the llama-cpp-python pin: pip would build a plain one from PyPI's source; the wheel built
 # here comes after.
 start_python_packages() {
-  local files=(requirements.txt) key
-  if [[ $WITH_TESTS == 1 ]]; then files+=(requirements-test.txt); fi
-  key="pypi $(key_of "${files[@]}")"
-  stamped "$key" && return 0
+  local key
+  key="pypi $(key_of requirements.txt)"
+  # What --test installs includes what `make run` needs: both are stamped.
+  if [[ $WITH_TESTS == 1 ]]; then key+=$'\n'"pypi $(key_of requirements.txt requirements-test.txt)"; fi
+  stamped "${key##*$'\n'}" && return 0
   echo "Python packages from PyPI install meanwhile (log: $PACKAGES_LOG)."
   grep -v '^llama-cpp-python==' requirements.txt > "$VENV/.requirements-pypi.txt"
   local args=(-r "$VENV/.requirements-pypi.txt")

@@ -13,6 +13,7 @@ import pytest
 
 from jobs.engine import oneshot
 from nodes import rpc
+from scripts.build_llama import extract_all
 from tests.conftest import free_port, stop, wait_for_port
 
 PROMPT = "<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n"
@@ -29,7 +30,7 @@ def bin_dir(runtime_bundle, tmp_path_factory):
         pytest.fail("qemu-user is not installed; `make test` installs it (apt-get install qemu-user).")
     into = tmp_path_factory.mktemp("runtime")
     with tarfile.open(runtime_bundle.tarball) as archive:
-        archive.extractall(into, filter="data")
+        extract_all(archive, into)
     return into / "clusterpanel-runtime" / "bin"
 
 

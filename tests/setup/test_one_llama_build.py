@@ -10,6 +10,8 @@ import sys
 import tarfile
 from pathlib import Path
 
+from scripts.build_llama import extract_all
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -40,7 +42,7 @@ def test_the_head_picks_the_cpu_code_a_laptop_on_this_cpu_picks(runtime_bundle, 
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert head.returncode == 0, head.stderr
     with tarfile.open(runtime_bundle.tarball) as archive:
-        archive.extractall(tmp_path, filter="data")
+        extract_all(archive, tmp_path)
     server = tmp_path / "clusterpanel-runtime" / "bin" / "ggml-rpc-server"
     laptop = subprocess.run([str(server), "--help"], capture_output=True, text=True, timeout=60)
     assert loaded_cpu_code(head.stderr) == loaded_cpu_code(laptop.stdout + laptop.stderr)

@@ -13,7 +13,8 @@ case "$1" in
     [ "$BUILD_FAILS" = 1 ] && { echo "Build failed at step: (simulated)" >&2; exit 1; }
     echo /nonexistent/llama_cpp_python-0.0.0-py3-none-any.whl ;;
   -m) [ "$2" = pip ] && [ "$PIP_FAILS" = 1 ] && { echo "pip: simulated failure" >&2; exit 3; }
-      [ "$2" = pip ] && [ -n "$PIP_PID_FILE" ] && [ "$4" = -q ] && [ "$5" = -r ] && { echo $$ > "$PIP_PID_FILE"; exec sleep 60; } ;;
+      # the install from PyPI (pip install -q -r ...) stands for a long download when asked to
+      [ "$2" = pip ] && [ -n "$PIP_PID_FILE" ] && [ "$5" = -r ] && { echo $$ > "$PIP_PID_FILE"; exec sleep 60; } ;;
 esac
 exit 0
 """
