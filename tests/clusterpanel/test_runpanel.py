@@ -47,7 +47,8 @@ def still_running(pids: set[int], within: float) -> list[int]:
 
 def start_panel(tmp_path: Path, port: int, **env: str) -> subprocess.Popen:
     """runpanel in a session of its own, its output in tmp_path/panel.log (a pipe could fill up)."""
-    environment = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL")}
+    # Not PYTHONUNBUFFERED either: a user's terminal does not set it (this machine does).
+    environment = {k: v for k, v in os.environ.items() if k not in ("REDIS_URL", "DATABASE_URL", "PYTHONUNBUFFERED")}
     environment.update(DATA_DIR=str(tmp_path), ADMIN_PASSWORD="first-admin-pass", CELERY_CONCURRENCY="1",
                        **{"DEMO": "0", **env})
     log = open(tmp_path / "panel.log", "a")

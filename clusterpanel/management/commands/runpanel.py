@@ -121,7 +121,9 @@ class Command(BaseCommand):
         self.stdout.write("  Press Ctrl-C to stop every panel process.")
 
     def run_honcho(self, procfile: Path, redis_url: str) -> int:
-        env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR)}
+        # Unbuffered: honcho reads each process through a pipe, where Python would hold lines such as the demo's
+        # "Demo ready" until the process ends.
+        env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR), "PYTHONUNBUFFERED": "1"}
         command = [sys.executable, "-m", "honcho", "-f", str(procfile), "-d", str(settings.BASE_DIR),
                    "-e", os.devnull, "start"]
         # Whatever honcho leaves behind (Ctrl-C while it is still starting) becomes ours to end.
