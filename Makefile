@@ -9,8 +9,12 @@ PY := $(VENV)/bin/python
 run: setup
 	$(PY) manage.py runpanel
 
+# One pytest worker per core, each taking whole test files (their fixtures stay per file), the longest first
+# (tests/schedule.py). TEST_WORKERS=0 runs the suite in one process.
+TEST_WORKERS ?= auto
+
 test: setup-test
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
 
 lint: setup-test
 	$(VENV)/bin/ruff check .
