@@ -1,0 +1,42 @@
+"""`make test`'s workers take the longest test files first (tests/schedule.py), so none runs alone at the end."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+from tests import schedule
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def items(*nodeids: str) -> list:
+    return [SimpleNamespace(nodeid=nodeid) for nodeid in nodeids]
+
+
+def test_files_go_longest_first_and_tests_keep_their_order_within_a_file():
+    found = schedule.longest_first(items("a.py::one", "b.py::one", "a.py::two", "c.py::one", "b.py::two"),
+                                   {"a.py": 5.0, "b.py": 300.0})
+    assert [item.nodeid for item in found] == ["b.py::one", "b.py::two", "c.py::one", "a.py::one", "a.py::two"]
+
+
+def test_every_test_file_of_the_suite_has_a_time():
+    known = json.loads(schedule.DURATIONS.read_text())
+    files = {str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")}
+    missing = sorted(files - known.keys())
+    assert len(missing) <= len(files) // 10, f"refresh tests/durations.json (pytest --store-durations): {missing}"
+
+
+def collected_first(**env: str) -> str:
+    done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                           "tests/clusterpanel/test_api_contract.py", "tests/jobs/test_idle_pages.py"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+    assert done.returncode == 0, done.stdout + done.stderr
+    return next(line for line in done.stdout.splitlines() if "::" in line).split("::")[0]
+
+
+def test_a_worker_of_a_parallel_run_collects_the_longest_file_first_and_a_serial_run_keeps_the_order():
+    assert collected_first(PYTEST_XDIST_WORKER="gw0") == "tests/jobs/test_idle_pages.py"
+    assert collected_first() == "tests/clusterpanel/test_api_contract.py"
