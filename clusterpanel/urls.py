@@ -33,3 +33,5 @@ urlpatterns = [
     path("admin/login/", views.admin_login, name="admin-login"),
     path("admin/", admin.site.urls),
 ]
+
+handler500 = views.server_error

@@ -3,6 +3,7 @@ from django.contrib.auth.views import redirect_to_login
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
+from django.views import defaults
 
 from clusterpanel import status
 from clusterpanel.auth import lab_admin_required
@@ -63,3 +64,15 @@ def favicon(request: HttpRequest) -> HttpResponse:
     from django.templatetags.static import static
 
     return redirect(static("favicon.svg"), permanent=True)
+
+
+def server_error(request: HttpRequest) -> HttpResponse:
+    """A fault of the panel's own (handler500): scripts get it in their API's JSON shape, never an HTML page;
+    people get the page. What went wrong is in the panel's log, not in the answer."""
+    message = "The panel failed while answering this request; what went wrong is in its log."
+    if request.path.startswith("/v1/"):  # OpenAI's error shape, as every other /v1 answer
+        return JsonResponse({"error": {"message": message, "type": "server_error", "param": None,
+                                       "code": "internal_error"}}, status=500)
+    if request.path.startswith("/api/"):
+        return JsonResponse({"error": message, "field": None}, status=500)
+    return defaults.server_error(request)
