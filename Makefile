@@ -10,11 +10,12 @@ run: setup
 	$(PY) manage.py runpanel
 
 # One pytest worker per core, each taking whole test files (their fixtures stay per file), the longest first
-# (tests/schedule.py). TEST_WORKERS=0 runs the suite in one process.
+# (tests/schedule.py; xdist would otherwise hand out the files with the most tests first). TEST_WORKERS=0 runs
+# the suite in one process.
 TEST_WORKERS ?= auto
 
 test: setup-test
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 lint: setup-test
 	$(VENV)/bin/ruff check .

@@ -158,11 +158,24 @@ def lan_turn() -> None:
     services.take_turn()
 
 
+_session_lan: list[Lan] = []  # the `lan` fixture's laptops, once made
+
+
+@pytest.fixture(autouse=True)
+def no_rpc_server_left_on_the_laptops(request) -> None:
+    """A test on the session's simulated laptops starts with no rpc-server an earlier test left there: one left
+    on a port makes the next server there exit at once, and the supervisor restart it twice a second for the
+    whole test. Each laptop's servers run as that laptop's own user, which this run made."""
+    if "lan" in request.fixturenames and _session_lan:
+        for laptop in _session_lan[0].laptops:
+            subprocess.run(["pkill", "-KILL", "-u", laptop.user, "-x", "ggml-rpc-server"], check=False)
+
+
 @pytest.fixture(scope="session")
 def lan(lan_turn) -> Iterator[Callable[[int], Lan]]:
     """`lan(3)`: at least three simulated laptops, made once per run and removed at its end."""
     harness = services.lan_harness("test", "10.232.0.0/24")
-    current: list[Lan] = []
+    current = _session_lan
 
     def bring_up(count: int) -> Lan:
         if not current or len(current[0].laptops) < count:
@@ -177,6 +190,7 @@ def lan(lan_turn) -> Iterator[Callable[[int], Lan]]:
     finally:
         if current:
             harness.down()
+            current.clear()
 
 
 @pytest.fixture(scope="session")

@@ -43,7 +43,8 @@ def test_the_library_by_script(admin, user, lab):
     listed = admin.get("/api/models/").json()["results"]
     assert [m["name"] for m in listed] == ["standin"] and listed[0]["layers"] == 6
     detail = admin.get("/api/models/standin/").json()
-    assert detail["layer_bytes"] == [50 << 20] * 6 and detail["deployments"] == [1]
+    deployed = list(Deployment.objects.filter(model=lab).values_list("pk", flat=True))
+    assert detail["layer_bytes"] == [50 << 20] * 6 and detail["deployments"] == deployed and len(deployed) == 1
     assert user.get("/api/models/").status_code == 403
     refused = admin.delete("/api/models/standin/")
     assert refused.status_code == 409 and "It is deployed" in refused.json()["error"]

@@ -11,6 +11,7 @@ from tests.nodes.laptops import register, run_now
 def node(lan, db):
     the_lan = lan(3)
     node = register(the_lan, the_lan.laptops[2])
+    ssh.sh(node.ssh_target(), "rm -rf .clusterpanel")  # the session's laptops may have it from another file
     yield node
     ssh.sh(node.ssh_target(), "rm -rf .clusterpanel")
 

@@ -30,6 +30,9 @@ class Command(BaseCommand):
         parser.add_argument("--workers", type=int, default=int(os.environ.get("CELERY_CONCURRENCY", "4")))
 
     def handle(self, host: str, port: int, workers: int, **options) -> None:
+        # Line by line also when the terminal is a pipe (`make run | tee`, a service manager): the address and
+        # the first password must show while the panel runs, not when it stops.
+        sys.stdout.reconfigure(line_buffering=True)
         if not port_is_free(port, host):
             raise CommandError(
                 f"Port {port} on {host} is already in use (is the panel already running?). "
