@@ -78,10 +78,11 @@ BUNDLED_SYSTEM_LIBS = ("libgomp.so",)
 # What the head needs beside the bundle's libraries (the rpc-server does not use libllama).
 HEAD_ONLY_LIBS = ("libllama",)
 BUNDLE_NAME = "clusterpanel-runtime"
-# Built like the panel's own wheel (native CPU code, OpenMP): the benchmark
-# compares engines, not instruction sets. Static, so the binary stands alone;
-# the prebuilt web UI would be downloaded, so it stays off.
-LLAMA_LLAMA_CPP_CMAKE_ARGS = [
+# Native CPU code and OpenMP, as fast here as the head's best CPU variant
+# (bench/head_build.py): the benchmark compares engines, not instruction sets.
+# Static, so the binary stands alone; the prebuilt web UI would be downloaded,
+# so it stays off.
+LLAMA_SERVER_CMAKE_ARGS = [
     "-DCMAKE_BUILD_TYPE=Release",
     "-DBUILD_SHARED_LIBS=OFF",
     "-DGGML_RPC=ON",
@@ -351,7 +352,7 @@ def runtime_dir(cache: Path) -> Path:
 
 
 def llama_server_dir(cache: Path) -> Path:
-    return cache / f"llama-server-{flags_key(LLAMA_LLAMA_CPP_CMAKE_ARGS)}"
+    return cache / f"llama-server-{flags_key(LLAMA_SERVER_CMAKE_ARGS)}"
 
 
 def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
@@ -360,7 +361,7 @@ def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
     run_step(
         "configure llama-server from the vendored llama.cpp",
-        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_LLAMA_CPP_CMAKE_ARGS],
+        ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_SERVER_CMAKE_ARGS],
         logs / "llama-server-configure.log",
     )
     run_step(
