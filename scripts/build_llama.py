@@ -36,7 +36,6 @@ import re
 import shutil
 import subprocess
 import sys
-import sysconfig
 import tarfile
 import tempfile
 import time
@@ -411,10 +410,11 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
     logs.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # a second build waits for the first
-        wheel = wheel_dir(cache) / f"llama_cpp_python-{version}-py3-none-{platform_tag()}.whl"
+        wheels = wheel_dir(cache)
         runtime = runtime_dir(cache) / f"{BUNDLE_NAME}.json"
-        if wheel.exists() and runtime.exists():
-            return wheel, runtime
+        found = sorted(wheels.glob("llama_cpp_python-*.whl"))
+        if found and runtime.exists():
+            return found[0], runtime
         sdist = fetch_sdist(version, cache, logs)
         source = unpack(sdist, cache)
         staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
@@ -423,17 +423,12 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
             built = build_llama_cpp(source, cache, logs, jobs)
             if not runtime.exists():
                 runtime = bundle_runtime(source, built, cache, version)
-            wheel.parent.mkdir(exist_ok=True)
-            add_libraries(python_wheel, built, wheel)
+            wheels.mkdir(exist_ok=True)
+            wheel = add_libraries(python_wheel, built, wheels / python_wheel.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
         shutil.rmtree(cache / "rpc-build", ignore_errors=True)
     return wheel, runtime
-
-
-def platform_tag() -> str:
-    """The wheel's platform tag, as scikit-build-core gives it (py3-none-<this>: ctypes loads the libraries)."""
-    return re.sub(r"[-.]", "_", sysconfig.get_platform())
 
 
 def wheel_dir(cache: Path) -> Path:
