@@ -9,9 +9,9 @@ PY := $(VENV)/bin/python
 run: setup
 	$(PY) manage.py runpanel
 
-# One pytest worker per core, each taking whole test files (their fixtures stay per file), the longest first
-# (tests/schedule.py; xdist would otherwise hand out the files with the most tests first). TEST_WORKERS=0 runs
-# the suite in one process.
+# One pytest worker per core, each taking whole test files (their fixtures stay per file), the files that run
+# models across the laptops one after the other, the longest first (tests/schedule.py; xdist would otherwise
+# hand out the files with the most tests first). TEST_WORKERS=0 runs the suite in one process.
 TEST_WORKERS ?= auto
 
 test: setup-test

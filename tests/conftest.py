@@ -161,12 +161,13 @@ def lan_turn() -> None:
 _session_lan: list[Lan] = []  # the `lan` fixture's laptops, once made
 
 
-@pytest.fixture(autouse=True)
-def no_rpc_server_left_on_the_laptops(request) -> None:
-    """A test on the session's simulated laptops starts with no rpc-server an earlier test left there: one left
+@pytest.fixture(scope="module", autouse=True)
+def no_rpc_server_left_on_the_laptops() -> None:
+    """Each test file starts with no rpc-server an earlier file left on the session's simulated laptops: one left
     on a port makes the next server there exit at once, and the supervisor restart it twice a second for the
-    whole test. Each laptop's servers run as that laptop's own user, which this run made."""
-    if "lan" in request.fixturenames and _session_lan:
+    whole test. Before the file's own fixtures (autouse comes first), so its module-wide servers stay. Each
+    laptop's servers run as that laptop's own user, which this run made."""
+    if _session_lan:
         for laptop in _session_lan[0].laptops:
             subprocess.run(["pkill", "-KILL", "-u", laptop.user, "-x", "ggml-rpc-server"], check=False)
 

@@ -13,6 +13,7 @@ from tests.nodes.laptops import register
 def node(lan, db):
     the_lan = lan(3)
     node = register(the_lan, the_lan.laptops[2])
+    ssh.sh(node.ssh_target(), "rm -rf .clusterpanel")  # the session's laptops may have a cache from another file
     yield node
     ssh.sh(node.ssh_target(), "rm -rf .clusterpanel")
 
