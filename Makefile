@@ -9,10 +9,11 @@ PY := $(VENV)/bin/python
 run: setup
 	$(PY) manage.py runpanel
 
-# One pytest worker per core, each taking whole test files (their fixtures stay per file), the files that run
-# models across the laptops one after the other, the longest first (tests/schedule.py; xdist would otherwise
-# hand out the files with the most tests first). TEST_WORKERS=0 runs the suite in one process.
-TEST_WORKERS ?= auto
+# TEST_WORKERS=auto: one pytest worker per core, each taking whole test files (their fixtures stay per file),
+# the files that run models across the laptops one after the other, the longest first (tests/schedule.py;
+# xdist would otherwise hand out the files with the most tests first): 32 min against 43 on two cores
+# (docs/benchmarks.md). Not yet the default: its last run had one answer time out under the load.
+TEST_WORKERS ?= 0
 
 test: setup-test
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
