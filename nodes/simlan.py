@@ -292,6 +292,9 @@ class SimLan:
             group.mkdir()
             (group / "cpu.cfs_period_us").write_text("100000")
             (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
+            # Its share whenever it asks, as a slow laptop of its own would have it, not behind every other
+            # process of this machine (cgroup v1's most; the default is 1024).
+            (group / "cpu.shares").write_text("262144")
             (group / "cgroup.procs").write_text(str(pid))
 
     def write_known_hosts(self, lan: Lan) -> None:

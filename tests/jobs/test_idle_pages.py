@@ -9,6 +9,7 @@ import pytest
 from jobs.engine.runner import set_engine
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
+from models_app.models import Deployment
 from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import GREEDY, slowed
@@ -66,13 +67,16 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
         assert admin_sockets and chat_sockets, "both pages opened their sockets"
         assert not any(s["closed"] for s in admin_sockets + chat_sockets), (admin_sockets, chat_sockets)
 
+        in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
+        chat_page.wait_for_function(
+            "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
+        # Once the engine is idle: while it generates, it writes its whole state every 2 s, which would put
+        # "ready" back within moments of the news below (a race a loaded machine lost).
+        wait_until(lambda: Deployment.objects.get(pk=cluster.pk).engine.get("busy") == 0, 60, "the engine to idle")
         in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
         admin_page.wait_for_function("() => document.getElementById('engine-state').textContent.includes('42 %')",
                                      timeout=10_000)
         in_thread(lambda: set_engine(cluster, state="ready", progress=1.0))
-        in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
-        chat_page.wait_for_function(
-            "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
         asked = Job.objects.get(user=bob)
         assert asked.status == JobStatus.SUCCEEDED and asked.output.strip()
         assert asked.timings()["queue_wait_s"] > IDLE_S - 10
