@@ -27,7 +27,6 @@ _state: dict = {}
 
 SLOTS = 8
 OWN_REDIS = "CLUSTERPANEL_TEST_OWN_REDIS"  # the REDIS_URL this plugin set, not one given from outside
-SHARED_CORES_SPIN_COUNT = 10_000
 
 
 def lock_path(slot: int) -> Path:
@@ -91,10 +90,6 @@ def pytest_load_initial_conftests(early_config, parser, args):
     (data_dir / "static").mkdir()
     _state["data_dir"] = data_dir
     os.environ["DATA_DIR"] = str(data_dir)
-    # Every simulated laptop shares this machine's cores, as laptops of a real lab never do: a laptop waiting
-    # for the others spins on cores another one needs, and under a slowed laptop's CPU quota it spins its quota
-    # away. 10 000 rounds: the 3-laptop pipeline a third faster on a third less CPU (bench/omp_spin.py).
-    os.environ.setdefault("RPC_SPIN_COUNT", str(SHARED_CORES_SPIN_COUNT))
     if not os.environ.get("REDIS_URL") or os.environ.get(OWN_REDIS) == os.environ["REDIS_URL"]:
         # A Redis of its own also for each worker of a parallel run (pytest-xdist), whose parent's it inherits.
         server = RedisServer.start(data_dir / "redis")

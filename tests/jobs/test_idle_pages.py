@@ -70,8 +70,8 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
         in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
         chat_page.wait_for_function(
             "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
-        # Once the engine is idle: while it generates, it writes its whole state every 2 s, which would put
-        # "ready" back within moments of the news below (a race a loaded machine lost).
+        # Once the engine is idle: while it generates, it writes its whole state every 2 s, which can put
+        # "ready" back within moments of the news below.
         wait_until(lambda: Deployment.objects.get(pk=cluster.pk).engine.get("busy") == 0, 60, "the engine to idle")
         in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
         admin_page.wait_for_function("() => document.getElementById('engine-state').textContent.includes('42 %')",
