@@ -12,7 +12,8 @@ run: setup
 # TEST_WORKERS=auto: one pytest worker per core, each taking whole test files (their fixtures stay per file),
 # the files that run models across the laptops one after the other, the longest first (tests/schedule.py;
 # xdist would otherwise hand out the files with the most tests first): 32 min against 43 on two cores
-# (docs/benchmarks.md). Not yet the default: its last run had one answer time out under the load.
+# (docs/benchmarks.md). Not the default: beside other tests the soak tests, slowed by a CPU quota, stretch
+# from 3 to 11-14 minutes and fail, and the model-running tests take 1.5 times as long.
 TEST_WORKERS ?= 0
 
 test: setup-test
