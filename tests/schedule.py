@@ -30,7 +30,7 @@ UNKNOWN_S = 10.0
 LLAMA = "llama"
 RUNS_SERVERS = {"cluster", "supervisor"}
 # Files that run rpc-servers but mostly wait: laptops slowed to a sliver of a core for minutes, or a minute of
-# waiting for the supervisor to notice a stranded job (each under a fifth of the machine, serially).
+# waiting for the supervisor to notice a stranded job (a fifth to a third of the machine busy, serially).
 WAITING = {"tests/jobs/test_idle_pages.py", "tests/jobs/test_long_answers.py", "tests/jobs/test_lost_messages.py"}
 _spent: dict[str, float] = defaultdict(float)
 

@@ -96,8 +96,8 @@ def slowed(deployment: Deployment, cpus: float) -> Iterator[None]:
             group.mkdir(exist_ok=True)
             (group / "cpu.cfs_period_us").write_text("100000")
             (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
-            # Its sliver as soon as it asks: at the default weight, beside another test's laptops, it queued for
-            # the cores on every token and a 2-minute answer took 14 minutes.
+            # Its sliver as soon as it asks, ahead of other processes. (Not enough to keep a 2-minute answer
+            # near 2 minutes beside another test: docs/benchmarks.md, "Where the time goes".)
             (group / "cpu.shares").write_text(str(FIRST_IN_LINE_SHARES))
             moved.append((pid, cpu_cgroup_of(pid), group))
             (group / "cgroup.procs").write_text(str(pid))
