@@ -10,6 +10,8 @@ ROOT = Path(__file__).resolve().parents[2]
 FAKE_PYTHON = """#!/bin/sh
 case "$1" in
   scripts/build_llama.py)
+    # fails once the background install is under way (up to 5 s), as a real build fails minutes in
+    i=0; while [ -n "$PIP_PID_FILE" ] && [ ! -s "$PIP_PID_FILE" ] && [ $i -lt 100 ]; do sleep 0.05; i=$((i+1)); done
     [ "$BUILD_FAILS" = 1 ] && { echo "Build failed at step: (simulated)" >&2; exit 1; }
     echo /nonexistent/llama_cpp_python-0.0.0-py3-none-any.whl ;;
   -m) [ "$2" = pip ] && [ "$PIP_FAILS" = 1 ] && { echo "pip: simulated failure" >&2; exit 3; }
