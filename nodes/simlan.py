@@ -118,6 +118,15 @@ def reachable_by_laptops(root: Path) -> Path:
     return root
 
 
+def hold_to(group: Path, cpus: float) -> None:
+    """A cpu cgroup (v1) held to `cpus` of one core, which it gets whenever it asks, as a slow laptop of its own
+    would, not behind every other process of this machine (the most shares cgroup v1 gives; the default is
+    1024)."""
+    (group / "cpu.cfs_period_us").write_text("100000")
+    (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
+    (group / "cpu.shares").write_text("262144")
+
+
 class SimLan:
     def __init__(self, name: str, state_root: Path, subnet: str = "10.231.0.0/24") -> None:
         if not NAME_PATTERN.match(name):
@@ -290,11 +299,7 @@ class SimLan:
         if cpus:
             group = self.cgroup("cpu", i)
             group.mkdir()
-            (group / "cpu.cfs_period_us").write_text("100000")
-            (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
-            # Its share whenever it asks, as a slow laptop of its own would have it, not behind every other
-            # process of this machine (cgroup v1's most; the default is 1024).
-            (group / "cpu.shares").write_text("262144")
+            hold_to(group, cpus)
             (group / "cgroup.procs").write_text(str(pid))
 
     def write_known_hosts(self, lan: Lan) -> None:
