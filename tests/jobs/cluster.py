@@ -94,8 +94,8 @@ def slowed(deployment: Deployment, cpus: float) -> Iterator[None]:
             pid = stage.server.pid
             group = CPU_CGROUPS / f"clusterpanel-test-slow-{pid}"
             group.mkdir(exist_ok=True)
-            # (Its shares do not keep a 2-minute answer near 2 minutes beside another test: docs/benchmarks.md,
-            # "Where the time goes".)
+            # One thread (a simulated laptop has one core: nodes/simlan.give_one_core) and the most shares: it
+            # gets its quota beside any other load, so an answer lasts as long beside other tests as alone.
             hold_to(group, cpus)
             moved.append((pid, cpu_cgroup_of(pid), group))
             (group / "cgroup.procs").write_text(str(pid))

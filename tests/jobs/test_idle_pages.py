@@ -49,7 +49,7 @@ def in_thread(call, *args) -> None:
 def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, web_server):
     blocker = queueing.submit(Job(kind=JobKind.COMPLETION, deployment=cluster, user=alice,
                                   prompt="1, 2, 3, 4, 5, 6,", params={**GREEDY, "max_tokens": 1900}))
-    with slowed(cluster, cpus=0.05), browser() as chromium:
+    with slowed(cluster, cpus=0.02), browser() as chromium:
         admin_page, chat_page = chromium.new_page(), chromium.new_page()
         wait_until(lambda: Job.objects.get(pk=blocker.pk).status == JobStatus.RUNNING, 60, "the long job to start")
         admin_sockets, chat_sockets = sockets_of(admin_page), sockets_of(chat_page)

@@ -13,13 +13,13 @@ from clusterpanel.models import ApiToken
 from jobs.models import Job
 from tests.jobs.cluster import slowed
 
-# Longer than the suite's 600 s: its requests may take up to 900 s by design (two minutes each at 0.1 CPU,
+# Longer than the suite's 600 s: its requests may take up to 900 s by design (under two minutes each at 0.03 CPU,
 # one after another), and a shared machine can stretch that.
 pytestmark = pytest.mark.timeout(1200)
 
 LASTS_AT_LEAST_S = 60
-SLOW_CPUS = 0.1  # of a core per laptop: about 5 tokens/s here, against 47 unslowed
-LONG = 600  # tokens: about two minutes each at that speed
+SLOW_CPUS = 0.03  # of a core per laptop: about 6 tokens/s here, against 66 unslowed
+LONG = 600  # tokens: over a minute and a half each at that speed
 COUNTING = "Count from 1 to 1000 in words, one number per line."
 
 

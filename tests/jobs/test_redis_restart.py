@@ -40,7 +40,7 @@ def streamed(base: str, auth: dict, into: dict) -> None:
 
 def test_a_stream_survives_a_redis_restart(cluster, web_server, auth, bob):
     got, waiting = {}, {}
-    with slowed(cluster, cpus=0.3):
+    with slowed(cluster, cpus=0.05):
         client = threading.Thread(target=streamed, args=(web_server, auth, got))
         client.start()
         first = wait_until(lambda: Job.objects.filter(user=bob).first(), 30, "the job to be queued")
