@@ -8,7 +8,9 @@ twice its wall time mostly waits, and could overlap other work on two cores; one
     PYTHONPATH=bench PYTEST_ADDOPTS="-p suite_cpu" SUITE_CPU_OUT=/tmp/suite.jsonl make test
     python3 bench/suite_cpu.py /tmp/suite.jsonl [--files 30]
 
-Only meaningful in a serial run on an otherwise idle machine: the figures are the machine's, not the test's.
+The busy figures are meaningful only in a serial run on an otherwise idle machine: they are the machine's, not
+the test's. In a parallel run (TEST_WORKERS=auto), `--beside S` shows what the other worker ran beside each file
+that took over S seconds: two files that both mostly wait, side by side, leave the cores idle.
 """
 
 import argparse
@@ -48,7 +50,8 @@ def pytest_runtest_protocol(item, nextitem):
     started, busy = time.monotonic(), busy_seconds()
     yield
     record = {"id": item.nodeid, "wall": time.monotonic() - started, "busy": busy_seconds() - busy,
-              "failed": item.nodeid in _failed}
+              "failed": item.nodeid in _failed, "end": time.time(),
+              "worker": os.environ.get("PYTEST_XDIST_WORKER", "")}
     with open(OUT, "a") as out:
         out.write(json.dumps(record) + "\n")
 
@@ -76,10 +79,35 @@ def report(path: str, files: int, cores: int) -> None:
         print(f"| {name} | {wall[name]:.0f} s | {busy[name]:.0f} | {busy[name] / wall[name] / cores:.0%} |")
 
 
+def beside(path: str, longer_than: float) -> None:
+    """In a parallel run: what the other workers ran while each long file ran (its files and their time)."""
+    rows = [json.loads(line) for line in open(path)]
+    spans: dict[tuple[str, str], list[float]] = {}
+    for row in rows:
+        key = (row.get("worker", ""), row["id"].split("::", 1)[0])
+        start, end = row["end"] - row["wall"], row["end"]
+        span = spans.setdefault(key, [start, end])
+        span[0], span[1] = min(span[0], start), max(span[1], end)
+    print("| file (worker) | wall | beside it: file, seconds overlapping |\n|---|--:|---|")
+    for (worker, name), (start, end) in sorted(spans.items(), key=lambda kv: kv[1][0]):
+        if end - start < longer_than:
+            continue
+        others = [(other, min(end, e) - max(start, s)) for (w, other), (s, e) in spans.items()
+                  if w != worker and min(end, e) > max(start, s)]
+        said = ", ".join(f"{other.removeprefix('tests/')} {seconds:.0f}" for other, seconds
+                         in sorted(others, key=lambda each: -each[1])[:6])
+        print(f"| {name} ({worker}) | {end - start:.0f} s | {said} |")
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("path")
     parser.add_argument("--files", type=int, default=30)
     parser.add_argument("--cores", type=int, default=os.cpu_count())
+    parser.add_argument("--beside", type=float, metavar="S",
+                        help="a parallel run instead: what ran beside each file longer than S seconds")
     args = parser.parse_args()
-    report(args.path, args.files, args.cores)
+    if args.beside is not None:
+        beside(args.path, args.beside)
+    else:
+        report(args.path, args.files, args.cores)
