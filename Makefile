@@ -9,12 +9,10 @@ PY := $(VENV)/bin/python
 run: setup
 	$(PY) manage.py runpanel
 
-# TEST_WORKERS=auto: one pytest worker per core, each taking whole test files (their fixtures stay per file),
-# the files that run models across the laptops one after the other, the longest first (tests/schedule.py;
-# xdist would otherwise hand out the files with the most tests first): 32 min against 43 on two cores
-# (docs/benchmarks.md). Not the default: beside other tests the soak tests, slowed by a CPU quota, stretch
-# from 3 to 11-14 minutes and fail, and the model-running tests take 1.5 times as long.
-TEST_WORKERS ?= 0
+# Two more pytest workers than cores, each with its own Redis and simulated LAN, taking whole test files, the
+# longest first (tests/schedule.py): the longest files mostly wait, and beside them the others keep the cores
+# busy (docs/benchmarks.md, "The whole suite on two workers"). TEST_WORKERS=0 runs the tests one by one.
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
 
 test: setup-test
 	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder

@@ -5,11 +5,11 @@ wall seconds, machine-wide busy core-seconds from /proc/stat (every process: the
 browsers and simulated laptops included) and whether it failed. A file whose busy core-seconds are far below
 twice its wall time mostly waits, and could overlap other work on two cores; one near it could not.
 
-    PYTHONPATH=bench PYTEST_ADDOPTS="-p suite_cpu" SUITE_CPU_OUT=/tmp/suite.jsonl make test
+    TEST_WORKERS=0 PYTHONPATH=bench PYTEST_ADDOPTS="-p suite_cpu" SUITE_CPU_OUT=/tmp/suite.jsonl make test
     python3 bench/suite_cpu.py /tmp/suite.jsonl [--files 30]
 
 The busy figures are meaningful only in a serial run on an otherwise idle machine: they are the machine's, not
-the test's. In a parallel run (TEST_WORKERS=auto), `--beside S` shows what the other worker ran beside each file
+the test's. In a parallel run (`make test`), `--beside S` shows what the other workers ran beside each file
 that took over S seconds: two files that both mostly wait, side by side, leave the cores idle.
 """
 

@@ -46,6 +46,9 @@ def test_someone_elses_batch_is_refused(batch):
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/batches/{batch.pk}/", headers=headers)
         connected, code = await comm.connect()
+        # Ended here, not by asyncio.run's clean-up, which once hung for ten minutes cancelling the consumer's
+        # read of the channel layer (a parallel run, tests/jobs/test_batch_socket.py).
+        await comm.disconnect()
         return connected, code
 
     assert async_to_sync(scenario)() == (False, 4403)

@@ -12,38 +12,15 @@ from tests import schedule
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def items(*nodeids: str, llama: tuple[str, ...] = ()) -> list:
-    """Stand-ins for collected tests; those of the files in `llama` use the `cluster` fixture."""
-    return [SimpleNamespace(nodeid=nodeid, fixturenames=["cluster"] if nodeid.split("::")[0] in llama else ["db"])
-            for nodeid in nodeids]
+def items(*nodeids: str) -> list:
+    """Stand-ins for collected tests."""
+    return [SimpleNamespace(nodeid=nodeid) for nodeid in nodeids]
 
 
 def test_files_go_longest_first_and_tests_keep_their_order_within_a_file():
     found = schedule.longest_first(items("a.py::one", "b.py::one", "a.py::two", "c.py::one", "b.py::two"),
                                    {"a.py": 5.0, "b.py": 300.0})
     assert [item.nodeid for item in found] == ["b.py::one", "b.py::two", "c.py::one", "a.py::one", "a.py::two"]
-
-
-def test_the_files_that_run_models_on_the_laptops_go_first_but_the_soak_tests_do_not():
-    soak = sorted(schedule.WAITING)[0]
-    found = items("short.py::one", "long.py::one", "chat.py::one", f"{soak}::one", llama=("chat.py", soak))
-    assert schedule.llama_files(found) == {"chat.py"}
-    ordered = schedule.longest_first(found, {"short.py": 1.0, "long.py": 200.0, "chat.py": 50.0, soak: 300.0})
-    assert [item.nodeid.split("::")[0] for item in ordered] == ["chat.py", soak, "long.py", "short.py"]
-
-
-def test_the_controller_hands_out_the_llama_files_as_one_unit_and_every_other_file_whole():
-    llama = schedule.listed_llama_files()
-    assert {schedule.unit_of(f"{name}::test_x[1]", llama) for name in llama} == {schedule.LLAMA}
-    assert schedule.unit_of("tests/setup/test_schedule.py::test_y", llama) == "tests/setup/test_schedule.py"
-
-
-def test_the_list_of_llama_files_is_what_the_suite_collects():
-    collected = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                                "-p", "tests.setup.llama_files_now", "tests"],
-                               cwd=ROOT, capture_output=True, text=True, timeout=300)
-    now = {line.removeprefix("LLAMA ") for line in collected.stdout.splitlines() if line.startswith("LLAMA ")}
-    assert now and now == schedule.listed_llama_files(), "refresh tests/llama_files.txt: pytest --store-durations"
 
 
 def test_every_test_file_of_the_suite_has_a_time():
