@@ -4,6 +4,7 @@ again then). An engine worker starting settles nothing, nor does an ordinary wor
 that still answers: those may still be running."""
 
 import socket
+import subprocess
 import threading
 from collections.abc import Iterator
 from datetime import timedelta
@@ -13,7 +14,7 @@ from django.db import OperationalError
 from django.utils import timezone
 
 from jobs.engine.runner import ENV_DEPLOYMENT, ENV_REVISION
-from nodes import actions
+from nodes import actions, tasks
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import INTERRUPTED, enqueue, run_action
 from tests.celery_workers import start_worker
@@ -137,3 +138,26 @@ def test_a_worker_that_starts_leaves_alone_what_another_live_worker_runs(transac
     assert status(action) == ActionStatus.SUCCEEDED, "its own worker ends it"
     assert not action.finish(ActionStatus.FAILED, INTERRUPTED) and status(action) == ActionStatus.SUCCEEDED, \
         "an end, once written, stays"
+
+
+def test_a_worker_that_starts_leaves_alone_what_a_process_outside_any_worker_runs(transactional_db, tmp_path):
+    """The demo probes its laptops in its own process while `make run` starts the worker: under load the worker's
+    start came second and failed the probe it found running, and the demo with it."""
+    called_here = NodeAction.objects.create(node=laptop("lab-1", closed_port()), kind=ActionKind.PROBE)
+    run_action(called_here.pk)
+    called_here.refresh_from_db()
+    assert called_here.claimed_by == tasks.this_process() != ""
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    here, ended = (NodeAction.objects.create(node=laptop(f"lab-{i}", closed_port()), kind=ActionKind.PROBE)
+                   for i in (2, 3))
+    for action, claim in ((here, tasks.this_process()), (ended, f"process {gone.pid} on {socket.gethostname()}")):
+        NodeAction.objects.filter(pk=action.pk).update(status=ActionStatus.RUNNING, started=timezone.now(),
+                                                      claimed_by=claim)
+    worker = start_worker(tmp_path / "worker.log", "--hostname", "worker@tests")
+    try:
+        assert status(here) == ActionStatus.RUNNING, "this process still runs it"
+        assert status(ended) == ActionStatus.FAILED and ended.error == INTERRUPTED
+    finally:
+        stop(worker)
