@@ -96,6 +96,8 @@ def main() -> None:
 
         models = two_models(Path(scratch))
         nodes = with_runtime(lan, INSTALL_DIR)
+        for laptop in lan.laptops:  # as measured (docs/benchmarks.md): each laptop sees both cores
+            os.sched_setaffinity(laptop.sshd_pid, os.sched_getaffinity(0))
         pids: dict[tuple[str, int, int], int] = {}  # (setup, laptop, count) → server
         setups = {"1 laptop, every layer": [0], "3 laptops, even split": [0, 1, 2]}
         ports = {(setup, count): BASE_PORT + k for k, (setup, count) in

@@ -17,7 +17,7 @@ job is never interrupted; an engine with free slots keeps one for people
 from datetime import timedelta
 
 from django.db import transaction
-from django.db.models import BigIntegerField, Count, F, Func, OuterRef, Q, Subquery, Value, Window
+from django.db.models import BigIntegerField, F, Func, OuterRef, Q, Subquery, Value, Window
 from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 from redis.exceptions import RedisError
@@ -206,25 +206,15 @@ def earlier(job: Job) -> Q:
     return Q(created__lt=job.created) | Q(created=job.created, pk__lt=job.pk)
 
 
-def turn(job: Job) -> int:
-    """`in_turn`'s turn of one waiting interactive job."""
-    # By person(), as in_turn, and not by the user column: a user's finished jobs may be thousands, their
-    # running and waiting ones are few, and this way the database looks only at those.
-    theirs = (Job.objects.filter(deployment=job.deployment_id, status__in=(JobStatus.RUNNING, JobStatus.QUEUED))
-              .annotate(person=person()).filter(person=job.user_id or 0))
-    counts = theirs.aggregate(running=Count("pk", filter=Q(status=JobStatus.RUNNING)),
-                              ahead=Count("pk", filter=Q(status=JobStatus.QUEUED, batch__isnull=True) & earlier(job)))
-    return counts["running"] + counts["ahead"]
-
-
 def position(job: Job) -> int:
     """1 for the next job to be claimed; 0 when it is not waiting."""
     if job.status != JobStatus.QUEUED:
         return 0
     if job.batch_id is None:
-        mine = turn(job)
-        ahead = Q(turn__lt=mine) | (Q(turn=mine) & earlier(job))
-        return in_turn(job.deployment_id).filter(ahead).count() + 1
+        # Its place in one reading of the queue: its turn read apart from the others' once counted the job
+        # itself ahead of it, when its user's running job ended in between (a parallel test run).
+        order = list(in_turn(job.deployment_id).values_list("pk", flat=True))
+        return order.index(job.pk) + 1 if job.pk in order else 0
     ahead = Q(batch__isnull=True) | Q(batch_id__lt=job.batch_id) | (Q(batch_id=job.batch_id) & earlier(job))
     return waiting(job.deployment_id).filter(ahead).count() + 1
 

@@ -60,7 +60,11 @@ def test_it_streams_each_laptop_at_one_sample_a_second(alice, watched, collector
         assert Node.objects.get(pk=node.pk).status == NodeStatus.READY
     sample = next(m for m in received if m["type"] == "metrics")
     assert 0 <= sample["cpu"] <= 100 and sample["ram_total"] > 0 and len(sample["cores"]) >= 1
-    assert len(metrics.recent(watched[0].pk, 60)) >= 8, "the last hour is kept in Redis"
+    # Every sample streamed is kept (a count in the window instead once failed on a machine that four test
+    # workers held fully busy, which delayed one laptop's sample by seconds).
+    streamed = {m["t"] for m in received if m["type"] == "metrics" and m["node"] == watched[0].pk}
+    kept = {sample["t"] for sample in metrics.recent(watched[0].pk, 60)}
+    assert streamed and streamed <= kept, f"the last hour is kept in Redis: {sorted(streamed - kept)} missing"
 
 
 def test_it_shows_a_laptop_offline_within_5_s_and_ready_again_by_itself(alice, lan, watched, collector):
