@@ -132,7 +132,7 @@ def give_one_core(i: int, sshd_pid: int) -> None:
     share this machine, and one that believed it had all its cores would run a thread per core (its rpc-server
     asks `nproc`), each spinning at every step for others that wait behind the other laptops' threads. Measured
     on 2 cores, 3 laptops, 60 tokens: 49 tokens/s unpinned and 6 beside two busy processes; pinned, 66 and 57
-    (docs/benchmarks.md, "Simulated laptops of one core")."""
+    (docs/benchmarks.md, "Met: simulated laptops of one core")."""
     cores = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(sshd_pid, {cores[(i - 1) % len(cores)]})
 

@@ -97,7 +97,8 @@ def test_a_chat_sent_during_a_batch_runs_after_the_item_under_way(cluster, bob):
     batch = upload(cluster, bob)
     wait_until(lambda: under_way(batch), 120, "an item under way")
     job = chat(cluster, bob, "Say hello.", max_tokens=8)
-    assert queueing.position(job) == 1, "ahead of every waiting item"
+    # Next, or already running: on a busy machine the item under way can end before the chat is asked.
+    assert queueing.position(job) in (0, 1), "ahead of every waiting item"
 
     wait_until(lambda: Job.objects.get(pk=job.pk).is_finished, 120, "the chat to finish")
     job.refresh_from_db()
