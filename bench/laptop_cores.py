@@ -14,6 +14,7 @@ alternating:
 
 import argparse
 import os
+import pwd
 import statistics
 import subprocess
 import sys
@@ -39,6 +40,20 @@ def busy(count: int):
             process.wait()
 
 
+def give_cores(laptop, cores: set[int]) -> None:
+    """The laptop's sshd and every process of its user (the SSH sessions the panel keeps open, which start its
+    servers) on `cores`: a server keeps the cores of the process that started it."""
+    uid = pwd.getpwnam(laptop.user).pw_uid
+    os.sched_setaffinity(laptop.sshd_pid, cores)
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.stat(f"/proc/{entry}").st_uid == uid:
+                    os.sched_setaffinity(int(entry), cores)
+            except (FileNotFoundError, ProcessLookupError):
+                pass
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
@@ -53,13 +68,13 @@ def main() -> None:
         pinned = {laptop.sshd_pid: os.sched_getaffinity(laptop.sshd_pid) for laptop in lan.laptops}
         ports = {setup: BASE_PORT + k for k, setup in enumerate(SETUPS)}
         rates: dict[tuple[str, int], list[float]] = {}
+        threads: dict[str, list[int]] = {setup: [] for setup in SETUPS}
         try:
             for setup, port in ports.items():
                 for laptop, node in zip(lan.laptops, nodes, strict=True):
-                    # A server keeps the cores its laptop's sshd had when it started it.
-                    os.sched_setaffinity(laptop.sshd_pid, pinned[laptop.sshd_pid] if setup == SETUPS[0]
-                                         else every_core)
+                    give_cores(laptop, pinned[laptop.sshd_pid] if setup == SETUPS[0] else every_core)
                     rpcserver.start(node, INSTALL_DIR, port, bind=node.host)
+                    threads[setup].append(rpcserver_threads(node, port))
             workers = load(nodes, {(setup, 0): port for setup, port in ports.items()},
                            {setup: [0, 1, 2] for setup in SETUPS}, [0], bundled_model_path())
             try:
@@ -77,19 +92,28 @@ def main() -> None:
             for port in ports.values():
                 for node in nodes:
                     rpcserver.stop(node, INSTALL_DIR, port)
-    report(args, rates)
+    report(args, rates, threads)
 
 
-def report(args, rates) -> None:
+def rpcserver_threads(node, port: int) -> int:
+    """The `-t` the server was started with (one per core its laptop sees)."""
+    from nodes import ssh
+
+    line = ssh.run(node, ["sh", "-c", f"ps -o args= -C ggml-rpc-server | grep -- '-p {port} '"]).stdout
+    words = line.split()
+    return int(words[words.index("-t") + 1])
+
+
+def report(args, rates, threads) -> None:
     print(f"\n{args.rounds} rounds of {args.tokens} greedy tokens, SmolLM2 135M (bundled), 3 simulated laptops, "
           f"even split, {os.cpu_count()} cores\n")
-    print("| laptops | busy processes beside | decode tok/s (median) | vs nothing beside |")
-    print("|---|--:|--:|--:|")
+    print("| laptops | threads per server | busy processes beside | decode tok/s (median) | vs nothing beside |")
+    print("|---|--:|--:|--:|--:|")
     for setup in SETUPS:
         alone = statistics.median(rates[(setup, 0)])
         for beside in BESIDE:
             rate = statistics.median(rates[(setup, beside)])
-            print(f"| {setup} | {beside} | {rate:.1f} | {rate / alone:.2f} |")
+            print(f"| {setup} | {max(threads[setup])} | {beside} | {rate:.1f} | {rate / alone:.2f} |")
     pinned, shared = (statistics.median(rates[(setup, 2)]) for setup in SETUPS)
     print(f"\nBeside two busy processes, one core each is {pinned / shared:.1f}x as fast as every core shared.")
 
