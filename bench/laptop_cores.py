@@ -3,7 +3,7 @@
 The simulated laptops all run on this machine. A laptop that sees every core runs one rpc-server thread per core
 (nodes/rpcserver.py asks `nproc`), and ggml's threads wait for each other at every operation, spinning: with the
 laptops' threads and any other process on two cores, one is always waiting for another that is not running.
-nodes/simlan.give_one_core gives each laptop one core (the laptops in turn), so its server runs one thread.
+nodes/simcpu.give_one_core gives each laptop one core (the laptops in turn), so its server runs one thread.
 
 Three laptops, even split of the bundled model, the same servers throughout; each round measures both setups,
 with 0, 1 and 2 busy processes beside them (`while True: pass`, as a test in another worker would be), the order

@@ -22,6 +22,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from nodes.simcpu import give_one_core, hold_to
+
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 USER_COMMENT = "clusterpanel simlan"
 CGROUP_ROOT = Path("/sys/fs/cgroup")
@@ -116,25 +118,6 @@ def reachable_by_laptops(root: Path) -> Path:
             digest = hashlib.sha1(str(path).encode()).hexdigest()[:10]
             return Path("/var/tmp") / f"clusterpanel-simlan-{digest}"
     return root
-
-
-def hold_to(group: Path, cpus: float) -> None:
-    """A cpu cgroup (v1) held to `cpus` of one core, which it gets whenever it asks, as a slow laptop of its own
-    would, not behind every other process of this machine (the most shares cgroup v1 gives; the default is
-    1024)."""
-    (group / "cpu.cfs_period_us").write_text("100000")
-    (group / "cpu.cfs_quota_us").write_text(str(int(cpus * 100000)))
-    (group / "cpu.shares").write_text("262144")
-
-
-def give_one_core(i: int, sshd_pid: int) -> None:
-    """Laptop `i`, and all its sshd starts, on one of this machine's cores, the laptops in turn: the laptops
-    share this machine, and one that believed it had all its cores would run a thread per core (its rpc-server
-    asks `nproc`), each spinning at every step for others that wait behind the other laptops' threads. Measured
-    on 2 cores, 3 laptops, 60 tokens: 49 tokens/s unpinned and 6 beside two busy processes; pinned, 66 and 57
-    (docs/benchmarks.md, "Met: simulated laptops of one core")."""
-    cores = sorted(os.sched_getaffinity(0))
-    os.sched_setaffinity(sshd_pid, {cores[(i - 1) % len(cores)]})
 
 
 class SimLan:

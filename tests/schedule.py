@@ -6,7 +6,7 @@ files mostly wait: the two soak tests hold their laptops to a sliver of a core f
 timeout; beside them, the other workers keep both cores busy.
 
 Files that run the model across simulated laptops may run side by side: each simulated laptop has one core of
-its own (nodes/simlan.give_one_core), so no rpc-server's threads spin waiting for one preempted by another test.
+its own (nodes/simcpu.give_one_core), so no rpc-server's threads spin waiting for one preempted by another test.
 
 A serial run keeps the plain order. `pytest --store-durations` writes this run's times per file back to
 durations.json.

@@ -16,7 +16,7 @@ from jobs.queue import queueing
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes.simlan import hold_to
+from nodes.simcpu import hold_to
 from tests.conftest import wait_until
 from tests.nodes.test_live_updates import headers_for
 
@@ -94,7 +94,7 @@ def slowed(deployment: Deployment, cpus: float) -> Iterator[None]:
             pid = stage.server.pid
             group = CPU_CGROUPS / f"clusterpanel-test-slow-{pid}"
             group.mkdir(exist_ok=True)
-            # One thread (a simulated laptop has one core: nodes/simlan.give_one_core) and the most shares: it
+            # One thread (a simulated laptop has one core: nodes/simcpu.give_one_core) and the most shares: it
             # gets its quota beside any other load, so an answer lasts as long beside other tests as alone.
             hold_to(group, cpus)
             moved.append((pid, cpu_cgroup_of(pid), group))
