@@ -18,11 +18,12 @@ ENV CLUSTERPANEL_CACHE=/opt/clusterpanel-cache \
 
 RUN python -m venv /opt/venv && pip install --no-cache-dir --upgrade pip
 COPY requirements.txt requirements-nodeps.txt ./
-COPY scripts/build_llama.py scripts/
+COPY scripts/build_llama.py scripts/llama_source.py scripts/
+COPY scripts/llama_patches scripts/llama_patches
 RUN WHEEL=$(python scripts/build_llama.py) \
  && pip install --no-cache-dir "$WHEEL" -r requirements.txt \
  && pip install --no-cache-dir --no-deps -r requirements-nodeps.txt \
- && rm -rf $CLUSTERPANEL_CACHE/*/src
+ && rm -rf $CLUSTERPANEL_CACHE/*/src-*
 
 COPY . .
 ENV STATIC_ROOT=/app/staticfiles

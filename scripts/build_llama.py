@@ -42,8 +42,12 @@ import time
 import zipfile
 from pathlib import Path
 
+try:
+    from scripts import llama_source as sources  # imported as scripts.build_llama (tests, benchmarks)
+except ImportError:
+    import llama_source as sources  # run as scripts/build_llama.py: its own folder comes first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
-PACKAGE = "llama-cpp-python"
 # The wheel's own CMake build makes nothing: its libraries come from the shared build below (and the panel
 # uses no multimodal model, so no libmtmd).
 WHEEL_CMAKE_ARGS = "-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF"
@@ -97,102 +101,23 @@ LLAMA_SERVER_CMAKE_ARGS = [
 ]
 
 
-class StepFailed(Exception):
-    def __init__(self, step: str, log: Path, hint: str = "") -> None:
-        super().__init__(step)
-        self.step, self.log, self.hint = step, log, hint
-
-
-def say(message: str) -> None:
-    print(f"[build] {message}", file=sys.stderr, flush=True)
-
-
 def pinned_version() -> str:
     for line in (ROOT / "requirements.txt").read_text().splitlines():
-        match = re.match(rf"^{re.escape(PACKAGE)}==([\w.]+)", line.strip())
+        match = re.match(rf"^{re.escape(sources.PACKAGE)}==([\w.]+)", line.strip())
         if match:
             return match.group(1)
-    raise SystemExit(f"requirements.txt does not pin {PACKAGE}==<version>")
+    raise SystemExit(f"requirements.txt does not pin {sources.PACKAGE}==<version>")
 
 
 def flags_key(*flags: object) -> str:
-    """Changing a build flag changes the folder, so a stale build is never reused."""
-    return hashlib.sha256(json.dumps(flags).encode()).hexdigest()[:10]
-
-
-def run_step(step: str, argv: list[str], log: Path, cwd: Path | None = None,
-             env: dict | None = None, hint: str = "") -> None:
-    say(f"{step} (log: {log})")
-    started = time.monotonic()
-    with open(log, "ab") as handle:
-        handle.write(f"\n$ {' '.join(argv)}\n".encode())
-        handle.flush()
-        result = subprocess.run(argv, cwd=cwd, env=env, stdout=handle, stderr=subprocess.STDOUT)
-    if result.returncode != 0:
-        raise StepFailed(step, log, hint)
-    say(f"{step}: done in {time.monotonic() - started:.0f} s")
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def fetch_sdist(version: str, cache: Path, logs: Path) -> Path:
-    found = sorted((cache / "sdist").glob(f"llama_cpp_python-{version}.tar.gz"))
-    if found:
-        return found[0]
-    run_step(
-        "download the llama-cpp-python source distribution",
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--no-binary", ":all:",
-         "-d", str(cache / "sdist"), f"{PACKAGE}=={version}"],
-        logs / "download.log",
-        hint="Is PyPI reachable (a proxy or a mirror set in pip.conf)?",
-    )
-    return fetch_sdist(version, cache, logs)
-
-
-def extract_all(archive: tarfile.TarFile, into: Path) -> None:
-    """Every member of `archive` into `into`, with tarfile's "data" filter: nothing lands outside `into` and
-    nothing but files, folders and links inside it. Pythons before 3.11.4 (Debian 12 has 3.11.2) lack the
-    filter; there, the same places are checked here first."""
-    if hasattr(tarfile, "data_filter"):
-        archive.extractall(into, filter="data")
-        return
-    root = into.resolve()
-    for member in archive.getmembers():
-        target = (root / member.name).resolve()
-        places = [target]
-        if member.issym():
-            places.append((target.parent / member.linkname).resolve())
-        elif member.islnk():
-            places.append((root / member.linkname).resolve())
-        elif not (member.isfile() or member.isdir()):
-            places.append(Path("/"))  # a device or a pipe: refused like a path outside
-        if not all(place.is_relative_to(root) for place in places):
-            raise SystemExit(f"{archive.name}: refused to unpack {member.name!r}, which would land outside {into}")
-    archive.extractall(into)
-
-
-def unpack(sdist: Path, cache: Path) -> Path:
-    source = cache / "src"
-    if (source / ".unpacked").exists():
-        return next(p for p in source.iterdir() if p.is_dir())
-    shutil.rmtree(source, ignore_errors=True)
-    source.mkdir(parents=True)
-    with tarfile.open(sdist) as archive:
-        extract_all(archive, source)
-    (source / ".unpacked").touch()
-    return next(p for p in source.iterdir() if p.is_dir())
+    """Changing a build flag or a patch changes the folder, so a stale build is never reused."""
+    return hashlib.sha256(json.dumps([flags, sources.patches_key()]).encode()).hexdigest()[:10]
 
 
 def build_python_wheel(source: Path, staging: Path, logs: Path) -> Path:
     """llama-cpp-python's Python code, with no library of its own yet."""
     env = {**os.environ, "CMAKE_ARGS": WHEEL_CMAKE_ARGS}
-    run_step(
+    sources.run_step(
         "build the llama-cpp-python wheel (its Python code)",
         [sys.executable, "-m", "pip", "wheel", "--no-deps", "-w", str(staging), str(source)],
         logs / "wheel.log", env=env,
@@ -202,16 +127,16 @@ def build_python_wheel(source: Path, staging: Path, logs: Path) -> Path:
 
 
 def build_llama_cpp(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
-    build = cache / "rpc-build"
+    build = rpc_build_dir(cache)
     tree = source / "vendor" / "llama.cpp"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    run_step(
+    sources.run_step(
         "configure llama.cpp from the vendored tree (one build for the head and the laptops)",
         ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_CPP_CMAKE_ARGS],
         logs / "rpc-configure.log",
     )
     targets = ["llama", "ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
-    run_step(
+    sources.run_step(
         f"build libllama and ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants (4 to 5 min on 2 cores)",
         ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", *targets],
         logs / "rpc-build.log",
@@ -283,20 +208,6 @@ def newest_needed(files: list[Path], prefix: str) -> str:
     return ".".join(str(x) for x in max(needed))
 
 
-def rpc_protocol(tree: Path) -> str:
-    header = (tree / "ggml" / "include" / "ggml-rpc.h").read_text()
-    parts = [re.search(rf"RPC_PROTO_{k}_VERSION\s+(\d+)", header).group(1) for k in ("MAJOR", "MINOR", "PATCH")]
-    return ".".join(parts)
-
-
-def llama_commit(source: Path, version: str) -> str:
-    """The sdist has no git data; its changelog names the llama.cpp commit it vendors."""
-    changelog = (source / "CHANGELOG.md").read_text()
-    section = changelog.split(f"## [{version}]", 1)[-1].split("\n## [", 1)[0]
-    match = re.search(r"llama\.cpp@([0-9a-f]{7,40})", section)
-    return match.group(1) if match else "unknown"
-
-
 def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path:
     staging = Path(tempfile.mkdtemp(prefix="runtime-", dir=cache))
     bin_dir = staging / BUNDLE_NAME / "bin"
@@ -321,8 +232,9 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
     manifest = {
         "name": BUNDLE_NAME,
         "llama_cpp_python": version,
-        "llama_cpp_commit": llama_commit(source, version),
-        "rpc_protocol": rpc_protocol(tree),
+        "llama_cpp_commit": sources.llama_commit(source, version),
+        "rpc_protocol": sources.rpc_protocol(tree),
+        "llama_cpp_patches": [patch.name for patch in sources.patches()],
         "os": "linux",
         "arch": platform.machine(),
         "min_glibc": newest_needed(files, "GLIBC_"),
@@ -330,20 +242,25 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
         "cpu_variants": CPU_VARIANTS,
         "binary": "bin/ggml-rpc-server",
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        "files": {f"bin/{p.name}": sha256_of(p) for p in files},
+        "files": {f"bin/{p.name}": sources.sha256_of(p) for p in files},
     }
     (staging / BUNDLE_NAME / "manifest.json").write_text(json.dumps(manifest, indent=2))
     tarball = staging / f"{BUNDLE_NAME}-{version}-linux-{platform.machine()}.tar.gz"
     with tarfile.open(tarball, "w:gz") as archive:
         archive.add(staging / BUNDLE_NAME, arcname=BUNDLE_NAME)
     manifest["tarball"] = tarball.name
-    manifest["sha256"] = sha256_of(tarball)
+    manifest["sha256"] = sources.sha256_of(tarball)
     manifest["size"] = tarball.stat().st_size
     (staging / f"{BUNDLE_NAME}.json").write_text(json.dumps(manifest, indent=2))
     shutil.rmtree(staging / BUNDLE_NAME)
     final = runtime_dir(cache)
     staging.rename(final)
     return final / f"{BUNDLE_NAME}.json"
+
+
+def rpc_build_dir(cache: Path) -> Path:
+    """Per set of patches: CMake refuses a build folder configured from another source folder."""
+    return cache / f"rpc-build-{sources.patches_key()}"
 
 
 def runtime_dir(cache: Path) -> Path:
@@ -355,15 +272,15 @@ def llama_server_dir(cache: Path) -> Path:
 
 
 def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
-    build = cache / "llama-server-build"
+    build = cache / f"llama-server-build-{sources.patches_key()}"
     tree = source / "vendor" / "llama.cpp"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-    run_step(
+    sources.run_step(
         "configure llama-server from the vendored llama.cpp",
         ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_SERVER_CMAKE_ARGS],
         logs / "llama-server-configure.log",
     )
-    run_step(
+    sources.run_step(
         "build llama-server (15 to 25 min on 2 cores)",
         ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", "llama-server"],
         logs / "llama-server-build.log",
@@ -377,18 +294,18 @@ def build_llama_server(source: Path, cache: Path, logs: Path, jobs: int) -> Path
 
 def local_source(cache: Path) -> Path:
     """The vendored tree from the sdist the usual build fetched; never downloads."""
-    version = cache.name.removeprefix(f"{PACKAGE}-")
+    version = cache.name.removeprefix(f"{sources.PACKAGE}-")
     if not list((cache / "sdist").glob(f"llama_cpp_python-{version}.tar.gz")):
         raise SystemExit(f"No llama-cpp-python {version} source in {cache}: run `make setup` first.")
     with open(cache / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        return unpack(fetch_sdist(version, cache, cache / "logs"), cache)
+        return sources.unpack(sources.fetch_sdist(version, cache, cache / "logs"), cache, cache / "logs")
 
 
 def llama_server(cache_root: Path | None = None, jobs: int | None = None) -> Path:
     """The benchmarks' llama-server binary, built first if missing (cached per version and flags)."""
     cache_root = cache_root or Path(os.environ.get("CLUSTERPANEL_CACHE", Path.home() / ".cache" / "clusterpanel"))
-    cache = cache_root.expanduser() / f"{PACKAGE}-{pinned_version()}"
+    cache = cache_root.expanduser() / f"{sources.PACKAGE}-{pinned_version()}"
     binary = llama_server_dir(cache) / "llama-server"
     if binary.exists():
         return binary
@@ -405,7 +322,7 @@ def llama_server(cache_root: Path | None = None, jobs: int | None = None) -> Pat
 
 def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
     version = pinned_version()
-    cache = cache_root / f"{PACKAGE}-{version}"
+    cache = cache_root / f"{sources.PACKAGE}-{version}"
     logs = cache / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     with open(cache / ".lock", "w") as lock:
@@ -415,8 +332,8 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
         found = sorted(wheels.glob("llama_cpp_python-*.whl"))
         if found and runtime.exists():
             return found[0], runtime
-        sdist = fetch_sdist(version, cache, logs)
-        source = unpack(sdist, cache)
+        sdist = sources.fetch_sdist(version, cache, logs)
+        source = sources.unpack(sdist, cache, logs)
         staging = Path(tempfile.mkdtemp(prefix="wheel-", dir=cache))
         try:
             python_wheel = build_python_wheel(source, staging, logs)
@@ -427,7 +344,7 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
             wheel = add_libraries(python_wheel, built, wheels / python_wheel.name)
         finally:
             shutil.rmtree(staging, ignore_errors=True)
-        shutil.rmtree(cache / "rpc-build", ignore_errors=True)
+        shutil.rmtree(rpc_build_dir(cache), ignore_errors=True)
     return wheel, runtime
 
 
@@ -449,14 +366,14 @@ def main() -> int:
             print(llama_server(args.cache, args.jobs))
             return 0
         wheel, runtime = build_all(args.cache.expanduser(), args.jobs)
-    except StepFailed as failure:
+    except sources.StepFailed as failure:
         tail = failure.log.read_text(errors="replace").splitlines()[-25:]
         print("\n".join(tail), file=sys.stderr)
         print(f"\nBuild failed at step: {failure.step}\nFull log: {failure.log}", file=sys.stderr)
         if failure.hint:
             print(failure.hint, file=sys.stderr)
         return 1
-    say(f"runtime bundle: {runtime}")
+    sources.say(f"runtime bundle: {runtime}")
     print(wheel if args.print == "wheel" else runtime)
     return 0
 

@@ -24,7 +24,7 @@ trap 'code=$?; [[ $BASHPID == "$$" ]] && printf "\nsetup failed during \"%s\": l
 # command → Debian package that provides it
 declare -A PROVIDES=(
   [redis-server]=redis-server [sshd]=openssh-server [ssh]=openssh-client [ip]=iproute2
-  [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git
+  [cmake]=cmake [ninja]=ninja-build [g++]=g++ [make]=make [objdump]=binutils [git]=git [patch]=patch
   [unshare]=util-linux
 )
 declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl

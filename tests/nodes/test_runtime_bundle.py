@@ -8,7 +8,7 @@ import tarfile
 
 from django.conf import settings
 
-from scripts.build_llama import extract_all
+from scripts.llama_source import extract_all
 
 
 def test_it_records_what_it_was_built_from(runtime_bundle):

@@ -13,7 +13,7 @@ import pytest
 
 from jobs.engine import oneshot
 from nodes import rpc
-from scripts.build_llama import extract_all
+from scripts.llama_source import extract_all
 from tests.conftest import free_port, stop, wait_for_port
 
 PROMPT = "<|im_start|>user\nWhat is two plus two?<|im_end|>\n<|im_start|>assistant\n"
