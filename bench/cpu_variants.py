@@ -24,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts.build_llama import extract_all  # noqa: E402
+from scripts.llama_source import extract_all  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 

@@ -36,7 +36,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-from scripts.build_llama import extract_all  # noqa: E402
+from scripts.llama_source import extract_all  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 FIXTURE = ROOT / "tests" / "models_app" / "fixtures" / "memory_measurements.json"

@@ -96,7 +96,8 @@ def unpack(sdist: Path, cache: Path, logs: Path) -> Path:
     with tarfile.open(sdist) as archive:
         extract_all(archive, source)
     tree = next(p for p in source.iterdir() if p.is_dir())
-    apply_patches(tree / "vendor" / "llama.cpp", logs)
+    if (tree / "vendor" / "llama.cpp").is_dir():  # without it, configuring fails next and says so
+        apply_patches(tree / "vendor" / "llama.cpp", logs)
     (source / ".unpacked").touch()
     return tree
 

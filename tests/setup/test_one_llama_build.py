@@ -10,7 +10,7 @@ import sys
 import tarfile
 from pathlib import Path
 
-from scripts.build_llama import extract_all
+from scripts.llama_source import extract_all
 
 ROOT = Path(__file__).resolve().parents[2]
 

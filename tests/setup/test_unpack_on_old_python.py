@@ -6,7 +6,7 @@ import tarfile
 
 import pytest
 
-from scripts import build_llama
+from scripts import llama_source
 
 
 def archive(path, members: dict[str, str | None], links: dict[str, str] | None = None):
@@ -40,7 +40,7 @@ def test_it_unpacks_a_source_tree_with_its_links(python, tmp_path):
     into = tmp_path / "into"
     into.mkdir()
     with tarfile.open(tarball) as opened:
-        build_llama.extract_all(opened, into)
+        llama_source.extract_all(opened, into)
     assert (into / "pkg" / "b.txt").read_text() == "hello"
 
 
@@ -51,5 +51,5 @@ def test_it_refuses_what_would_land_outside(python, tmp_path, members, links):
     into = tmp_path / "into"
     into.mkdir()
     with tarfile.open(tarball) as opened, pytest.raises((SystemExit, tarfile.FilterError)):
-        build_llama.extract_all(opened, into)
+        llama_source.extract_all(opened, into)
     assert not (tmp_path / "outside.txt").exists()
