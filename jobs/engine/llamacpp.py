@@ -13,6 +13,10 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+# ggml prints a backtrace as it aborts by running gdb on itself: gdb's chatter then ends the log the panel shows
+# ("Modules/main.c: No such file or directory") instead of the reason, which ggml prints just before.
+os.environ.setdefault("GGML_NO_BACKTRACE", "1")
+
 
 class LlamaCppError(RuntimeError):
     pass

@@ -26,6 +26,8 @@ from jobs.engine.llamacpp import LlamaCppError
 logger = logging.getLogger(__name__)
 
 LAYER_PLACED = re.compile(r"layer +(\d+) assigned to device (\S+?),")
+# What ggml prints as it aborts: "/…/ggml-backend.cpp:1872: GGML_ASSERT(n_backends <= …) failed".
+GGML_ABORTED = re.compile(r"(?m)^/\S*?([\w.-]+\.(?:c|cpp|h)):\d+: (.+)$")
 BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|output) buffer size = +([\d.]+) MiB$")
 
 
@@ -84,7 +86,8 @@ def failure(returncode: int, log: str) -> str:
     died = cpucheck.death_in_words(returncode)
     if died:
         logger.warning("the completion process %s; its log ended: %s", died, " / ".join(log.strip().splitlines()[-5:]))
-        return f"llama.cpp {died}"
+        said = GGML_ABORTED.findall(log)
+        return f"llama.cpp {died}" + (f" at {said[-1][0]}: {said[-1][1]}" if said else "")
     tail = log.strip().splitlines()[-3:]
     return f"the completion process failed (exit {returncode}): {' / '.join(tail)}"
 
