@@ -1,12 +1,18 @@
 """The seed articles' models as sparse GGUF files (bench/sparse_gguf.py): the panel's reader sees their real
-shape and size."""
+shape and size, and the planner plans them, or says in numbers why not (bench/seed_scenarios.py)."""
+
+import re
 
 import pytest
 
+from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, refusal_lines
 from bench.sparse_gguf import MODELS, main, write_sparse
+from models_app import planner
 from models_app.gguf_meta import read_metadata
 from models_app.gguf_reader import read_header
 
+GiB = 2**30
+OPTIONS = planner.Options(ctx=2048, slots=1, head_may_hold_layers=False)
 Q4_K_M_TYPES = {"Q5_K": 13, "Q6_K": 14, "Q5_0": 6, "Q8_0": 8}  # ggml type numbers
 
 
@@ -35,6 +41,31 @@ def test_it_gives_qwen_72b_the_types_llama_cpps_q4_k_m_gives_it(tmp_path):
         assert types[f"blk.{i}.attn_v.weight"] == Q4_K_M_TYPES["Q6_K" if i in more_bits else "Q5_K"]
         # 29568 columns are no multiple of 256: llama.cpp falls back to the 32-wide Q8_0 and Q5_0
         assert types[f"blk.{i}.ffn_down.weight"] == Q4_K_M_TYPES["Q8_0" if i in more_bits else "Q5_0"]
+
+
+def test_it_plans_qwen_72b_over_the_articles_four_16_gb_laptops(tmp_path):
+    shape = planner.shape_of(read_metadata(write_sparse(MODELS["qwen2.5-72b"], tmp_path / "q.gguf").path))
+    laptops = LAPTOP_16.machines(4, "lab")
+    for mode in ("fastest", "even"):
+        plan = planner.plan_mode(mode, shape, HEAD, laptops, OPTIONS)
+        assert plan is not None, mode
+        assert [stage.machine.name for stage in plan.stages[1:] if stage.count] == ["lab-1", "lab-2", "lab-3", "lab-4"]
+        assert sum(stage.count for stage in plan.stages) == 81  # 80 blocks and the output
+        assert all(stage.memory.total <= stage.machine.usable_bytes for stage in plan.stages)
+
+
+@pytest.mark.parametrize("key, laptop, count", [("qwen2.5-72b", LAPTOP_16, 3), ("qwen3-next-80b", OLD_8, 4)])
+def test_it_explains_in_numbers_why_too_few_laptops_cannot_hold_the_model(tmp_path, key, laptop, count):
+    shape = planner.shape_of(read_metadata(write_sparse(MODELS[key], tmp_path / "m.gguf").path))
+    laptops = laptop.machines(count, "lab")
+    assert planner.plan_mode("fastest", shape, HEAD, laptops, OPTIONS) is None
+    lines = refusal_lines(shape, laptops, OPTIONS)
+    said = re.search(r"needs ([\d.]+) GiB; the chosen machines have ([\d.]+) GiB usable, ([\d.]+) GiB short", lines[0])
+    needed, usable, short = (float(x) for x in said.groups())
+    assert needed > (sum(shape.layer_bytes) + shape.output_bytes) / GiB
+    assert usable == round(count * laptops[0].usable_bytes / GiB, 1)
+    assert short == pytest.approx(needed - usable, abs=0.11)
+    assert sum("**over by" in line for line in lines) == count  # each laptop of the even split, by how much
 
 
 def test_it_refuses_to_overwrite_a_file(tmp_path, capsys):
