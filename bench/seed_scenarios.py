@@ -8,10 +8,17 @@ token embedding and no layers (make_plan's default). Per laptop it prints layers
 buffer, the rpc-server's own memory, the total and the usable memory; where nothing fits, the planner's refusal
 and, for the even split, which laptop is over and by how much.
 
-    .venv/bin/python bench/seed_scenarios.py [--ctx 2048] [--only qwen-4x16]
+With --llama it also asks llama.cpp itself (the head's wheel, loading each sparse file with `no_alloc`: metadata
+only, allocations simulated) what it would allocate for the KV cache, recurrent state and compute buffer of
+the whole model on one CPU device, beside the planner's terms.
+
+    .venv/bin/python bench/seed_scenarios.py [--ctx 2048] [--only qwen-4x16] [--llama]
 """
 
 import argparse
+import re
+import resource
+import subprocess
 import sys
 import tempfile
 import time
@@ -197,15 +204,75 @@ def run(scenario: Scenario, folder: Path, ctx: int) -> list[str]:
     return lines
 
 
+MiB = 2**20
+LLAMA_SAYS = {"KV cache": r"llama_kv_cache: size =\s+([\d.]+) MiB",
+              "recurrent state": r"llama_memory_recurrent: size =\s+([\d.]+) MiB",
+              "compute buffer": r"CPU compute buffer size =\s+([\d.]+) MiB"}
+
+
+def llama_log(path: str, ctx: int) -> None:
+    """In a child: llama.cpp loads the model's metadata and sizes a context without allocating, and this
+    prints its log. Repacking stays off (the AMX trap in docs/architecture.md)."""
+    import llama_cpp as lib
+
+    from jobs.engine.llamacpp import load_backends
+
+    lines = []
+    keep = lib.llama_log_callback(lambda level, text, user: lines.append(text.decode(errors="replace")))
+    lib.llama_log_set(keep, None)
+    load_backends()
+    params = lib.llama_model_default_params()
+    params.n_gpu_layers, params.load_mode, params.lazy_mode, params.no_alloc = 0, 0, 0, True
+    params.use_extra_bufts = False
+    model = lib.llama_model_load_from_file(path.encode(), params)
+    if model:
+        context = lib.llama_context_default_params()
+        context.n_ctx, context.n_batch, context.n_ubatch, context.n_seq_max = ctx, 512, 512, 1
+        lib.llama_init_from_model(model, context)
+    sys.stdout.write("".join(lines))
+
+
+def llama_says(path: Path, ctx: int) -> dict[str, float]:
+    """MiB llama.cpp would allocate, by LLAMA_SAYS' names; the child may map no more than 16 GiB."""
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (16 * GiB, 16 * GiB))
+    code = f"import bench.seed_scenarios as s; s.llama_log({str(path)!r}, {ctx})"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                          cwd=Path(__file__).resolve().parent.parent, preexec_fn=limit, check=False)
+    found = {name: re.search(pattern, done.stdout) for name, pattern in LLAMA_SAYS.items()}
+    if found["compute buffer"] is None:
+        raise RuntimeError(f"llama.cpp did not size a context for {path.name}: {done.stdout[-400:]}{done.stderr}")
+    return {name: float(match.group(1)) if match else 0.0 for name, match in found.items()}
+
+
+def llama_lines(folder: Path, ctx: int) -> list[str]:
+    options = planner.Options(ctx=ctx, slots=1, head_may_hold_layers=False)
+    lines = [f"### What llama.cpp itself would allocate, against the planner (context {ctx}, 1 slot)", "",
+             "| model | KV cache: llama.cpp | planner | recurrent state: llama.cpp | planner | "
+             "compute buffer, one device: llama.cpp | planner, per laptop |", "|---|--:|--:|--:|--:|--:|--:|"]
+    for key in MODELS:
+        shape = shape_for(key, folder)
+        said = llama_says(folder / f"{key}.gguf", ctx)
+        kv = planner.kv_bytes_per_layer(shape, options) * shape.n_layer / MiB
+        compute = planner.layer_compute_bytes(shape, options) / MiB
+        lines.append(f"| {MODELS[key].title} | {said['KV cache']:.0f} MiB | {kv:.0f} MiB | "
+                     f"{said['recurrent state']:.0f} MiB | 0 MiB | {said['compute buffer']:.0f} MiB | "
+                     f"{compute:.0f} MiB |")
+    return [*lines, ""]
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ctx", type=int, default=2048, help="tokens of context (the articles use -c 2048)")
     parser.add_argument("--only", choices=[s.key for s in SCENARIOS], action="append")
+    parser.add_argument("--llama", action="store_true", help="also ask llama.cpp what it would allocate")
     args = parser.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.only or s.key in args.only]
     with tempfile.TemporaryDirectory(prefix="seed-scenarios-") as folder:
         for scenario in chosen:
             print("\n".join(run(scenario, Path(folder), args.ctx)), flush=True)
+        if args.llama:
+            print("\n".join(llama_lines(Path(folder), args.ctx)), flush=True)
     return 0
 
 

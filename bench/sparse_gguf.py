@@ -18,8 +18,10 @@ LLAMA_FTYPE_MOSTLY_Q4_K_M, the rules these three models meet:
   Q5_K to Q5_1, Q6_K to Q8_0. Qwen2.5-72B's feed-forward width 29568 is not a multiple of 256, so its
   ffn_down tensors end up Q5_0 and Q8_0, as in the published files.
 
-The tokenizer is the real number of tokens with placeholder text (the real vocabularies are not on this
-machine); that changes the header by a few MB in a 40-50 GB file.
+The tokenizer is the real number of tokens and merges with placeholder text (the real vocabularies are not
+on this machine); that changes the header by a few MB in a 40-50 GB file. llama.cpp itself loads these files
+with `no_alloc` (metadata only, allocations simulated), which is how bench/seed_scenarios.py --llama asks it
+what it would allocate.
 
     .venv/bin/python bench/sparse_gguf.py qwen2.5-72b /tmp/qwen.gguf   # or llama-3-70b, qwen3-next-80b
 """
@@ -57,6 +59,7 @@ class ModelSpec:
     type_70b: bool  # llama.cpp's LLM_TYPE_70B: its attn_v gets Q5_K instead of Q4_K
     published_bytes: int  # the Q4_K_M file's size as the model hubs list it
     published_source: str
+    tokenizer: tuple[str, int, int, int]  # pre-tokenizer, BPE merges (their real count), bos and eos ids
     metadata: dict = field(default_factory=dict)  # further {arch}.* keys, as the converter writes them
 
     @property
@@ -107,12 +110,14 @@ MODELS = {spec.key: spec for spec in (
     ModelSpec("qwen2.5-72b", "Qwen2.5-72B-Instruct", "qwen2", n_layer=80, n_embd=8192, n_ff=29568, n_head=64,
               n_head_kv=8, vocab=152064, context=32768, type_70b=True,
               layer_tensors=lambda spec, il: dense_layer(spec, il, biases=True),
+              tokenizer=("qwen2", 151387, 151643, 151645),
               published_bytes=47_400_000_000, published_source="Qwen2-72B-Instruct.Q4_K_M.gguf, 47.4 GB "
               "(mradermacher, bartowski; Qwen2.5-72B has the same shapes)",
               metadata={"rope.freq_base": 1e6, "attention.layer_norm_rms_epsilon": 1e-6}),
     ModelSpec("llama-3-70b", "Meta-Llama-3-70B-Instruct", "llama", n_layer=80, n_embd=8192, n_ff=28672,
               n_head=64, n_head_kv=8, vocab=128256, context=8192, type_70b=True,
               layer_tensors=lambda spec, il: dense_layer(spec, il, biases=False),
+              tokenizer=("llama-bpe", 280147, 128000, 128009),
               published_bytes=42_500_000_000, published_source="Meta-Llama-3-70B-Instruct-Q4_K_M.gguf, 42.5 GB "
               "(bartowski, mradermacher, mmnga)",
               metadata={"rope.freq_base": 500000.0, "attention.layer_norm_rms_epsilon": 1e-5,
@@ -120,6 +125,7 @@ MODELS = {spec.key: spec for spec in (
     ModelSpec("qwen3-next-80b", "Qwen3-Next-80B-A3B-Instruct", "qwen3next", n_layer=48, n_embd=2048, n_ff=5120,
               n_head=16, n_head_kv=2, vocab=151936, context=262144, type_70b=False,
               layer_tensors=qwen3next_layer, published_bytes=48_500_000_000,
+              tokenizer=("qwen2", 151387, 151643, 151645),
               published_source="Qwen3-Coder-Next Q4_K_M (same architecture and shapes), 48.5e9 bytes (steampunque)",
               metadata={"rope.freq_base": 1e7, "attention.layer_norm_rms_epsilon": 1e-6,
                         "attention.key_length": 256, "attention.value_length": 256, "rope.dimension_count": 64,
@@ -197,9 +203,14 @@ def add_metadata(writer: gguf.GGUFWriter, spec: ModelSpec) -> None:
     for key, value in spec.metadata.items():
         add = writer.add_float32 if isinstance(value, float) else writer.add_uint32
         add(f"{spec.arch}.{key}", value)
+    pre, merges, bos, eos = spec.tokenizer
     writer.add_tokenizer_model("gpt2")
+    writer.add_tokenizer_pre(pre)
     writer.add_token_list([f"<t{i}>" for i in range(spec.vocab)])
     writer.add_token_types([gguf.TokenType.NORMAL] * spec.vocab)
+    writer.add_token_merges([f"<t{i}> <t{i + 1}>" for i in range(merges)])  # llama.cpp's BPE needs merges
+    writer.add_bos_token_id(bos)
+    writer.add_eos_token_id(eos)
 
 
 def write_sparse(spec: ModelSpec, path: Path) -> Written:

@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, refusal_lines
+from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, llama_says, refusal_lines
 from bench.sparse_gguf import MODELS, main, write_sparse
 from models_app import planner
 from models_app.gguf_meta import read_metadata
@@ -75,3 +75,15 @@ def test_it_refuses_to_overwrite_a_file(tmp_path, capsys):
         main(["llama-3-70b", str(existing)])
     assert existing.read_bytes() == b"mine"
     assert "already exists" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("key, kv_layers, kv_width", [("qwen2.5-72b", 80, 8 * 128), ("llama-3-70b", 80, 8 * 128),
+                                                      ("qwen3-next-80b", 12, 2 * 256)])
+def test_it_writes_files_llama_cpp_itself_sizes_as_the_real_model(tmp_path, key, kv_layers, kv_width):
+    """llama.cpp's loader refuses a missing or misshapen tensor; sizing a context (no_alloc) it says how big
+    the KV cache is: every layer's for the dense models, every fourth one's for Qwen3-Next's hybrid."""
+    written = write_sparse(MODELS[key], tmp_path / f"{key}.gguf")
+    said = llama_says(written.path, 2048)
+    assert said["KV cache"] == kv_layers * 2 * 2048 * kv_width * 2 / 2**20  # keys and values, f16
+    assert (said["recurrent state"] > 0) == (key == "qwen3-next-80b")
+    assert said["compute buffer"] > 0
