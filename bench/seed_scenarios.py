@@ -72,12 +72,12 @@ class Scenario:
 
 
 SCENARIOS = (
-    Scenario("qwen-4x16", "qwen2.5-72b", LAPTOP_16, 4, "article 001: 4 nodes, 12-15 GB per node, 48-60 GB in all"),
-    Scenario("qwen-3x16", "qwen2.5-72b", LAPTOP_16, 3, "one laptop fewer than the article's four"),
-    Scenario("llama-39x8", "llama-3-70b", LAPTOP_8, 39, "article 000: 39 Intel laptops, about 2 layers each"),
-    Scenario("next-4xold", "qwen3-next-80b", OLD_8, 4, "article 001: 4 × 8 GB = 32 GB, 'the baseline for a "
+    Scenario("qwen-4x16", "qwen2.5-72b", LAPTOP_16, 4, "001 reports 4 nodes, 12-15 GB per node, 48-60 GB in all"),
+    Scenario("qwen-3x16", "qwen2.5-72b", LAPTOP_16, 3, "one laptop fewer than the four of 001"),
+    Scenario("llama-39x8", "llama-3-70b", LAPTOP_8, 39, "000 splits a 70B over 39 Intel laptops, about 2 layers each"),
+    Scenario("next-4xold", "qwen3-next-80b", OLD_8, 4, "001 calls 4 × 8 GB = 32 GB 'the baseline for a "
              "quantized 80B'"),
-    Scenario("next-12xold", "qwen3-next-80b", OLD_8, 12, "article 001: old laptops, 8 GB or more, AVX2 better"),
+    Scenario("next-12xold", "qwen3-next-80b", OLD_8, 12, "001 asks for old laptops of 8 GB or more, AVX2 better"),
 )
 
 
@@ -192,7 +192,7 @@ def run(scenario: Scenario, folder: Path, ctx: int) -> list[str]:
     shape = shape_for(scenario.model, folder)
     laptops = scenario.laptop.machines(scenario.count, scenario.key.split("-")[0])
     options = planner.Options(ctx=ctx, slots=1, head_may_hold_layers=False)
-    lines = [f"### {scenario.title}", "", f"The article: {scenario.source}. Model: {shape.n_layer} layers, "
+    lines = [f"### {scenario.title}", "", f"From the seeds: {scenario.source}. Model: {shape.n_layer} layers, "
              f"{gib(sum(shape.layer_bytes) + shape.output_bytes + shape.token_embd_bytes)} GiB of tensors; "
              f"each laptop {gib(laptops[0].usable_bytes)} GiB usable; context {ctx} tokens, 1 slot.", ""]
     if planner.plan_mode("even", shape, HEAD, laptops, options) is None and \
