@@ -8,17 +8,16 @@ token embedding and no layers (make_plan's default). Per laptop it prints layers
 buffer, the rpc-server's own memory, the total and the usable memory; where nothing fits, the planner's refusal
 and, for the even split, which laptop is over and by how much.
 
-With --llama it also asks llama.cpp itself (the head's wheel, loading each sparse file with `no_alloc`: metadata
-only, allocations simulated) what it would allocate for the KV cache, recurrent state and compute buffer of
-the whole model on one CPU device, beside the planner's terms.
+With --llama it also asks llama.cpp itself (bench/llama_sizes.py: the head's wheel loads each sparse file with
+`no_alloc`, metadata only, allocations simulated) what it would allocate: for each plan, over as many local
+rpc-servers of the laptops' runtime, each device's compute buffer against the planner's; and for the whole
+model on one CPU device, its KV cache, recurrent state and compute buffer.
 
     .venv/bin/python bench/seed_scenarios.py [--ctx 2048] [--only qwen-4x16] [--llama]
 """
 
 import argparse
-import re
-import resource
-import subprocess
+import contextlib
 import sys
 import tempfile
 import time
@@ -27,11 +26,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a script from anywhere
 
+from bench.llama_sizes import llama_says, local_rpc_servers  # noqa: E402
 from bench.sparse_gguf import MODELS, write_sparse  # noqa: E402
 from models_app import planner  # noqa: E402
 from models_app.gguf_meta import read_metadata  # noqa: E402
 
 GiB = 2**30
+MiB = 2**20
 RESERVE = 1 * GiB  # nodes.models.Node.memory_reserve's default
 HEAD_RESERVE = 2 * GiB  # settings.HEAD_MEMORY_RESERVE's default
 HOP_S = 4 * 0.0003  # planning.ROUND_TRIPS_PER_TOKEN round trips of 0.3 ms on a switched 1 Gbit LAN
@@ -168,8 +169,9 @@ def summary(plan: planner.Plan, seconds: float) -> str:
             f"ms/token), bottleneck {plan.bottleneck}; planned in {seconds:.1f} s.")
 
 
-def plan_lines(mode: str, shape, laptops, options, seen: dict) -> list[str]:
-    """`seen`: the splits printed already, by tensor_split, so equal laptops do not print one table twice."""
+def plan_lines(mode: str, shape, laptops, options, seen: dict, check=None) -> list[str]:
+    """`seen`: the splits printed already, by tensor_split, so equal laptops do not print one table twice.
+    `check`: a plan in, lines on what llama.cpp itself would allocate for it out (--llama)."""
     started = time.monotonic()
     plan = planner.plan_mode(mode, shape, HEAD, laptops, options)
     seconds = time.monotonic() - started
@@ -179,7 +181,30 @@ def plan_lines(mode: str, shape, laptops, options, seen: dict) -> list[str]:
         return [f"{mode}: the same split as {seen[plan.tensor_split]} (planned in {seconds:.1f} s)."]
     seen[plan.tensor_split] = mode
     shown = [stage for i, stage in enumerate(plan.stages) if i == 0 or stage.count]
-    return [summary(plan, seconds), "", *table(shown, shape.n_layer)]
+    return [summary(plan, seconds), "", *table(shown, shape.n_layer), *(check(plan) if check else [])]
+
+
+def llama_check(plan: planner.Plan, path: Path, ctx: int, ports: list[int]) -> list[str]:
+    """llama.cpp's own buffers for this split, over local rpc-servers, against the planner's terms."""
+    laptops = [stage for stage in plan.stages[1:] if stage.count]
+    try:
+        said = llama_says(path, ctx, plan.tensor_split, ports[:len(laptops)])
+    except RuntimeError as exc:
+        return ["", f"llama.cpp could not size this split: {exc}"]
+    devices = said["devices"]
+    over = [stage.machine.name for stage, mib in zip(laptops, devices, strict=True)
+            if stage.memory.total - stage.memory.compute + mib * MiB > stage.machine.usable_bytes]
+    planned = [stage.memory.compute / MiB for stage in laptops]
+    state = said["KV cache"] + said["recurrent state"]
+    inner = devices[:-1] or devices
+    return ["", f"llama.cpp (no_alloc, {len(laptops)} rpc-servers): compute buffers {min(inner):.0f}–"
+            f"{max(inner):.0f} MiB on the laptops before the last, {devices[-1]:.0f} MiB on the last (it holds the "
+            f"output layer), "
+            f"{said['compute buffer']:.0f} MiB on the head; KV cache and recurrent state {state:.0f} MiB in all. "
+            f"The planner: {min(planned):.0f}–{max(planned):.0f} MiB per laptop, "
+            f"{plan.stages[0].memory.compute / MiB:.0f} on the head, {plan.kv_cache / MiB:.0f} MiB of KV. "
+            f"With llama.cpp's buffers in place of the planner's, {len(over)} laptops would be over their usable "
+            f"memory{': ' + ', '.join(over) if over else ''}."]
 
 
 def refusal_lines(shape, laptops, options) -> list[str]:
@@ -188,7 +213,8 @@ def refusal_lines(shape, laptops, options) -> list[str]:
             *table(even_stages(shape, laptops, options), shape.n_layer)]
 
 
-def run(scenario: Scenario, folder: Path, ctx: int) -> list[str]:
+def run(scenario: Scenario, folder: Path, ctx: int, ports: list[int] | None = None) -> list[str]:
+    """`ports`: rpc-servers to ask llama.cpp on about each plan (--llama), else None."""
     shape = shape_for(scenario.model, folder)
     laptops = scenario.laptop.machines(scenario.count, scenario.key.split("-")[0])
     options = planner.Options(ctx=ctx, slots=1, head_may_hold_layers=False)
@@ -199,50 +225,11 @@ def run(scenario: Scenario, folder: Path, ctx: int) -> list[str]:
             planner.plan_mode("fastest", shape, HEAD, laptops, options) is None:
         return [*lines, *refusal_lines(shape, laptops, options), ""]
     seen: dict = {}
+    path = folder / f"{scenario.model}.gguf"
+    check = (lambda plan: llama_check(plan, path, ctx, ports)) if ports else None
     for mode in MODES:
-        lines += [*plan_lines(mode, shape, laptops, options, seen), ""]
+        lines += [*plan_lines(mode, shape, laptops, options, seen, check), ""]
     return lines
-
-
-MiB = 2**20
-LLAMA_SAYS = {"KV cache": r"llama_kv_cache: size =\s+([\d.]+) MiB",
-              "recurrent state": r"llama_memory_recurrent: size =\s+([\d.]+) MiB",
-              "compute buffer": r"CPU compute buffer size =\s+([\d.]+) MiB"}
-
-
-def llama_log(path: str, ctx: int) -> None:
-    """In a child: llama.cpp loads the model's metadata and sizes a context without allocating, and this
-    prints its log. Repacking stays off (the AMX trap in docs/architecture.md)."""
-    import llama_cpp as lib
-
-    from jobs.engine.llamacpp import load_backends
-
-    lines = []
-    keep = lib.llama_log_callback(lambda level, text, user: lines.append(text.decode(errors="replace")))
-    lib.llama_log_set(keep, None)
-    load_backends()
-    params = lib.llama_model_default_params()
-    params.n_gpu_layers, params.load_mode, params.lazy_mode, params.no_alloc = 0, 0, 0, True
-    params.use_extra_bufts = False
-    model = lib.llama_model_load_from_file(path.encode(), params)
-    if model:
-        context = lib.llama_context_default_params()
-        context.n_ctx, context.n_batch, context.n_ubatch, context.n_seq_max = ctx, 512, 512, 1
-        lib.llama_init_from_model(model, context)
-    sys.stdout.write("".join(lines))
-
-
-def llama_says(path: Path, ctx: int) -> dict[str, float]:
-    """MiB llama.cpp would allocate, by LLAMA_SAYS' names; the child may map no more than 16 GiB."""
-    def limit() -> None:
-        resource.setrlimit(resource.RLIMIT_AS, (16 * GiB, 16 * GiB))
-    code = f"import bench.seed_scenarios as s; s.llama_log({str(path)!r}, {ctx})"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                          cwd=Path(__file__).resolve().parent.parent, preexec_fn=limit, check=False)
-    found = {name: re.search(pattern, done.stdout) for name, pattern in LLAMA_SAYS.items()}
-    if found["compute buffer"] is None:
-        raise RuntimeError(f"llama.cpp did not size a context for {path.name}: {done.stdout[-400:]}{done.stderr}")
-    return {name: float(match.group(1)) if match else 0.0 for name, match in found.items()}
 
 
 def llama_lines(folder: Path, ctx: int) -> list[str]:
@@ -268,9 +255,14 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--llama", action="store_true", help="also ask llama.cpp what it would allocate")
     args = parser.parse_args(argv)
     chosen = [s for s in SCENARIOS if not args.only or s.key in args.only]
-    with tempfile.TemporaryDirectory(prefix="seed-scenarios-") as folder:
+    with tempfile.TemporaryDirectory(prefix="seed-scenarios-") as folder, contextlib.ExitStack() as stack:
+        ports = None
+        if args.llama:
+            runtime = Path(folder) / "runtime"
+            runtime.mkdir()
+            ports = stack.enter_context(local_rpc_servers(max(s.count for s in chosen), runtime))
         for scenario in chosen:
-            print("\n".join(run(scenario, Path(folder), args.ctx)), flush=True)
+            print("\n".join(run(scenario, Path(folder), args.ctx, ports)), flush=True)
         if args.llama:
             print("\n".join(llama_lines(Path(folder), args.ctx)), flush=True)
     return 0

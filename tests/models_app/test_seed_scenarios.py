@@ -2,10 +2,12 @@
 shape and size, and the planner plans them, or says in numbers why not (bench/seed_scenarios.py)."""
 
 import re
+import socket
 
 import pytest
 
-from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, llama_says, refusal_lines
+from bench.llama_sizes import llama_says, local_rpc_servers
+from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, refusal_lines
 from bench.sparse_gguf import MODELS, main, write_sparse
 from models_app import planner
 from models_app.gguf_meta import read_metadata
@@ -87,3 +89,14 @@ def test_it_writes_files_llama_cpp_itself_sizes_as_the_real_model(tmp_path, key,
     assert said["KV cache"] == kv_layers * 2 * 2048 * kv_width * 2 / 2**20  # keys and values, f16
     assert (said["recurrent state"] > 0) == (key == "qwen3-next-80b")
     assert said["compute buffer"] > 0
+
+
+def test_it_sizes_each_rpc_server_of_a_split_and_stops_the_servers(tmp_path):
+    written = write_sparse(MODELS["llama-3-70b"], tmp_path / "llama.gguf")
+    (tmp_path / "runtime").mkdir()
+    with local_rpc_servers(2, tmp_path / "runtime") as ports:
+        said = llama_says(written.path, 2048, (40, 41), ports)
+    assert len(said["devices"]) == 2 and all(mib > 0 for mib in said["devices"])
+    for port in ports:
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=1)
