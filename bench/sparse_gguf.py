@@ -256,7 +256,11 @@ def main(argv: list[str]) -> int:
     if args.path.exists():
         parser.error(f"{args.path} already exists; choose a new path so no file is overwritten.")
     spec = MODELS[args.model]
-    print(describe(write_sparse(spec, args.path), spec))
+    try:
+        written = write_sparse(spec, args.path)
+    except OSError as exc:
+        parser.error(f"could not write {args.path}: {exc.strerror or exc}.")
+    print(describe(written, spec))
     return 0
 
 

@@ -79,6 +79,14 @@ def test_it_refuses_to_overwrite_a_file(tmp_path, capsys):
     assert "already exists" in capsys.readouterr().err
 
 
+def test_it_says_why_it_cannot_write_and_leaves_nothing(tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        main(["llama-3-70b", str(tmp_path / "no-such-folder" / "model.gguf")])
+    said = capsys.readouterr().err
+    assert "could not write" in said and "No such file or directory" in said
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("key, kv_layers, kv_width", [("qwen2.5-72b", 80, 8 * 128), ("llama-3-70b", 80, 8 * 128),
                                                       ("qwen3-next-80b", 12, 2 * 256)])
 def test_it_writes_files_llama_cpp_itself_sizes_as_the_real_model(tmp_path, key, kv_layers, kv_width):
