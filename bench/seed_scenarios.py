@@ -41,10 +41,9 @@ MODES = ("fastest", "memory", "even")
 
 @dataclass(frozen=True)
 class Laptop:
-    """A kind of laptop: RAM as sold, what the kernel reports available after an idle Ubuntu Server boot,
-    and the memory bandwidth llama.cpp gets from it (the panel measures this; here it is assumed)."""
+    """A kind of laptop: what the kernel reports available after an idle Ubuntu Server boot, and the memory
+    bandwidth llama.cpp gets from it (the panel measures this; here it is assumed)."""
     label: str
-    ram_gb: int
     available_gib: float
     bandwidth_gb_s: float
 
@@ -53,9 +52,9 @@ class Laptop:
         return [planner.Machine(f"{prefix}-{i}", usable, self.bandwidth_gb_s, HOP_S) for i in range(1, count + 1)]
 
 
-LAPTOP_16 = Laptop("16 GB laptop (DDR4, 4 cores)", 16, 14.8, 8.0)
-LAPTOP_8 = Laptop("8 GB Intel laptop (DDR4, 4 cores)", 8, 7.0, 6.0)
-OLD_8 = Laptop("old 8 GB laptop (DDR3, 2 cores, AVX2)", 8, 6.8, 3.0)
+LAPTOP_16 = Laptop("16 GB laptop (DDR4, 4 cores)", 14.8, 8.0)
+LAPTOP_8 = Laptop("8 GB Intel laptop (DDR4, 4 cores)", 7.0, 6.0)
+OLD_8 = Laptop("old 8 GB laptop (DDR3, 2 cores, AVX2)", 6.8, 3.0)
 HEAD = planner.Machine("head", round(14.5 * GiB) - HEAD_RESERVE, 8.0)  # the panel's own 16 GB machine
 
 
