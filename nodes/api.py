@@ -10,7 +10,7 @@ from django.views.decorators.debug import sensitive_variables
 from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, admin_only, errors, form_refusal, paged
-from nodes import metrics, ssh, upkeep
+from nodes import metrics, removal, ssh, upkeep
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import Node
 from nodes.registration import NotConfirmed, RegistrationError, confirmed_host_key, register
@@ -222,9 +222,9 @@ def remove_node(request: HttpRequest, name: str,
                 wipe: bool = Query(False, description="Also delete the runtime and caches the panel put there.")):
     node = laptop(request, name)
     try:
-        upkeep.removal(node)
-        removed = upkeep.remove(node, wipe=wipe)
-    except upkeep.Refused as exc:
+        removal.removal(node)
+        removed = removal.remove(node, wipe=wipe)
+    except removal.Refused as exc:
         raise ApiError(str(exc), 409) from None
     return {"removed": name, "summary": removed.summary(name), "stopped": removed.stopped, "wiped": removed.wiped,
             "not_wiped": removed.not_wiped, "unreachable": removed.unreachable}

@@ -8,7 +8,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from nodes import metrics, rpcserver, serving, ssh, upkeep
+from nodes import metrics, removal, rpcserver, serving, ssh, upkeep
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
@@ -108,10 +108,10 @@ def remove_node(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     question, back = f"Remove {node.name}?", reverse("nodes:detail", args=[name])
     try:
-        consequences = upkeep.removal(node)
+        consequences = removal.removal(node)
         if request.method == "POST":
-            removed = upkeep.remove(node, wipe=request.POST.get("wipe") == "1")
-    except upkeep.Refused as exc:
+            removed = removal.remove(node, wipe=request.POST.get("wipe") == "1")
+    except removal.Refused as exc:
         return confirm.refuse(request, question, str(exc), back)
     if request.method == "GET":
         return confirm.ask(request, question, consequences, "Remove", back, options=[
