@@ -167,6 +167,8 @@ class ActionKind(models.TextChoices):
     STOP_RPC = "stop_rpc", "Stop rpc-server"
     NETWORK_CHECK = "network_check", "Network check"
     MEASURE_SPEED = "measure_speed", "Measure speed"
+    RESTART_RPC = "restart_rpc", "Restart rpc-servers"
+    REMOVE = "remove", "Remove"
 
 
 class NodeAction(models.Model):
@@ -174,7 +176,10 @@ class NodeAction(models.Model):
 
     TERMINAL = {ActionStatus.SUCCEEDED, ActionStatus.FAILED}
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="actions")
+    # A removal's record outlives its laptop (null once it is gone), named by node_name, so whoever follows it
+    # still reads how it ended.
+    node = models.ForeignKey(Node, null=True, on_delete=models.SET_NULL, related_name="actions")
+    node_name = models.CharField(max_length=40, blank=True, help_text="The laptop's name when the action was made.")
     kind = models.CharField(max_length=20, choices=ActionKind.choices)
     status = models.CharField(max_length=10, choices=ActionStatus.choices, default=ActionStatus.QUEUED)
     progress = models.JSONField(default=dict, blank=True)
@@ -190,7 +195,17 @@ class NodeAction(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} on {self.node} ({self.status})"
+        return f"{self.get_kind_display()} on {self.laptop_name} ({self.status})"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.node_name and self.node_id:
+            self.node_name = self.node.name
+        super().save(*args, **kwargs)
+
+    @property
+    def laptop_name(self) -> str:
+        """The laptop's name now, or the one it had when it was removed."""
+        return self.node.name if self.node_id else self.node_name
 
     def claim(self, worker: str = "") -> bool:
         """Move QUEUED to RUNNING for `worker` (its Celery hostname); False when another worker already has it."""

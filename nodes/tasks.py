@@ -21,7 +21,7 @@ from kombu.exceptions import OperationalError
 
 from clusterpanel.models import User
 from nodes import actions, ssh
-from nodes.models import ActionStatus, Node, NodeAction, NodeStatus
+from nodes.models import ActionKind, ActionStatus, Node, NodeAction, NodeStatus
 
 log = logging.getLogger(__name__)
 INTERRUPTED = "Interrupted: the worker stopped while it ran. Run it again."
@@ -29,8 +29,9 @@ RESEND_AFTER_S = 10  # a queued action younger than this may still have its mess
 END_TRIES = (0.5, 1, 2, 4)  # seconds before each new try at writing an end (SQLite locked past its timeout)
 
 
-def enqueue(node: Node, kind: str, user: User | None = None) -> NodeAction:
-    action = NodeAction.objects.create(node=node, kind=kind, requested_by=user)
+def enqueue(node: Node, kind: str, user: User | None = None, progress: dict | None = None) -> NodeAction:
+    """`progress`: what the action starts from (a removal's `wipe`)."""
+    action = NodeAction.objects.create(node=node, kind=kind, requested_by=user, progress=progress or {})
     transaction.on_commit(lambda: send(action))
     return action
 
@@ -55,7 +56,7 @@ def run_action(action_id: int) -> str:
         log.exception("%s failed", action)
         error = f"Unexpected error: {exc}"
     except BaseException:  # the worker is being shut down under the action
-        end(action, ActionStatus.FAILED, INTERRUPTED, tries=END_TRIES[:1])
+        end(action, *interrupted(action), tries=END_TRIES[:1])
         raise
     end(action, ActionStatus.FAILED if error else ActionStatus.SUCCEEDED, error)
     return action.status
@@ -76,11 +77,24 @@ def end(action: NodeAction, status: str, error: str, tries: tuple[float, ...] = 
             time.sleep(pause)
 
 
+def interrupted(action: NodeAction) -> tuple[str, str]:
+    """How an action cut short ends: failed, but for a removal that had already removed its laptop."""
+    try:
+        gone = action.kind == ActionKind.REMOVE and not Node.objects.filter(pk=action.node_id).exists()
+    except DatabaseError:
+        gone = False
+    return (ActionStatus.SUCCEEDED, "") if gone else (ActionStatus.FAILED, INTERRUPTED)
+
+
 def perform(action: NodeAction) -> str:
-    """Run the action's handler; what went wrong in plain words, or "" when nothing did."""
+    """Run the action's handler; what went wrong in plain words, or "" when nothing did. One the laptop could
+    not be reached for says so in its progress too (`unreachable`), for a summary of many to count."""
     node = action.node
     try:
-        if node.status == NodeStatus.HOST_KEY_CHANGED:
+        if node is None:
+            raise actions.ActionError(f"{action.node_name} was removed before this could run.")
+        # A removal goes ahead (its SSH refuses the new key, and it says so): the laptop may be gone for good.
+        if node.status == NodeStatus.HOST_KEY_CHANGED and action.kind != ActionKind.REMOVE:
             raise actions.ActionError(f"{node} presents a new host key; an admin must approve it first.")
         actions.HANDLERS[action.kind](action, node)
     except ssh.HostKeyMismatch as exc:
@@ -88,6 +102,8 @@ def perform(action: NodeAction) -> str:
         return str(exc)
     except ssh.SSHError as exc:
         node.set_status(NodeStatus.LOGIN_REFUSED if exc.permanent else NodeStatus.OFFLINE, str(exc))
+        if not exc.permanent:
+            action.report(unreachable=True)
         return str(exc)
     except actions.ActionError as exc:
         return str(exc)
@@ -137,7 +153,7 @@ def settle_left_behind(app, me: str) -> None:
     processes = {claim for claim in claims if claim.startswith("process ")}
     alive = answering(app, claims - processes - {me, ""}) | {claim for claim in processes if process_is_running(claim)}
     for action in running.exclude(claimed_by__in=alive):
-        if action.finish(ActionStatus.FAILED, INTERRUPTED):
+        if action.finish(*interrupted(action)):
             log.warning("%s was interrupted by the stop of its worker %s", action, action.claimed_by or "(unknown)")
     before = timezone.now() - timedelta(seconds=RESEND_AFTER_S)
     for pk in NodeAction.objects.filter(status=ActionStatus.QUEUED, created__lt=before).values_list("pk", flat=True):
