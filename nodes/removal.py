@@ -49,6 +49,11 @@ def holders(node: Node) -> list[Deployment]:
     return list(Deployment.objects.filter(stages__node=node, status__in=Deployment.ACTIVE).distinct())
 
 
+def deployments_used(nodes: list[Node]) -> int:
+    """How many deployments (any state) used any of `nodes`: removing them removes those too."""
+    return Deployment.objects.filter(stages__node__in=nodes).distinct().count()
+
+
 def removal(node: Node, acting: NodeAction | None = None) -> list[str]:
     """What removing `node` ends, in words; Refused while a deployment holds it, or while an action other than
     `acting` (the removal itself, when run as an action) is under way on it."""
