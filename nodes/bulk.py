@@ -14,7 +14,7 @@ from clusterpanel.models import User
 from clusterpanel.natural import natural_sorted
 from nodes import removal, serving
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
-from nodes.tasks import enqueue
+from nodes.tasks import enqueue_many
 
 KINDS = (ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.RESTART_RPC, ActionKind.REMOVE)
 DONE = {ActionKind.PROBE: "{} probed", ActionKind.INSTALL_RUNTIME: "runtime installed on {}",
@@ -79,8 +79,8 @@ def refusals(kind: str, nodes: list[Node]) -> list[str]:
 
 
 def start(kind: str, names: list[str], user: User | None, wipe: bool = False) -> list[NodeAction]:
-    """One `kind` action per named laptop, queued together (sent to workers once committed), in natural order
-    of their laptops; Refused, with nothing started, when any of them cannot take it."""
+    """One `kind` action per named laptop, queued together (sent to a worker once committed, which runs them
+    side by side), in natural order of their laptops; Refused, with nothing started, when any cannot take it."""
     check_kind(kind, wipe)
     with transaction.atomic():
         nodes = chosen(names)
@@ -88,7 +88,7 @@ def start(kind: str, names: list[str], user: User | None, wipe: bool = False) ->
         why = refusals(kind, nodes)
         if why:
             raise Refused(" ".join(why))
-        return [enqueue(node, kind, user, {"wipe": True} if wipe else None) for node in nodes]
+        return enqueue_many(nodes, kind, user, {"wipe": True} if wipe else None)
 
 
 def consequences(kind: str, names: list[str]) -> list[str]:
