@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 INTERRUPTED = "Interrupted: the worker stopped while it ran. Run it again."
 RESEND_AFTER_S = 10  # a queued action younger than this may still have its message on the way
 END_TRIES = (0.5, 1, 2, 4)  # seconds before each new try at writing an end (SQLite locked past its timeout)
-# A selection's actions run side by side in one worker: each mostly waits on its laptop (an unreachable one, 10 s
+# A selection's actions run side by side in one worker: each mostly waits on its laptop (an unreachable one up to 10 s
 # for SSH to give up), so a pool of 4 processes taking one each kept 39 laptops waiting in rows of 4.
 SIDE_BY_SIDE = 32
 
