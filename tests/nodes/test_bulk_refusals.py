@@ -94,6 +94,7 @@ def test_it_lists_laptops_in_natural_order_page_by_page(alice):
 def test_it_refuses_to_follow_what_does_not_exist(alice):
     client = script(alice)
     assert client.get("/api/nodes/actions/?ids=4,x").json()["field"] == "ids"
+    assert client.get("/api/nodes/actions/").json()["field"] == "ids"
     missing = client.get("/api/nodes/actions/?ids=999999")
     assert missing.status_code == 404 and missing.json()["error"] == "There is no action 999999."
 
