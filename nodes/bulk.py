@@ -54,7 +54,8 @@ def chosen(names: list[str]) -> list[Node]:
 
 def check_kind(kind: str, wipe: bool) -> None:
     if kind not in KINDS:
-        raise Refused(f"The panel cannot {kind or 'do nothing'} to laptops: choose {', '.join(KINDS)}.", "action")
+        raise Refused(f"{kind or 'Nothing'} is not something the panel does to many laptops at once: choose "
+                      f"{', '.join(KINDS[:-1])} or {KINDS[-1]}.", "action")
     if wipe and kind != ActionKind.REMOVE:
         raise Refused("wipe goes with remove only.", "wipe")
 

@@ -78,7 +78,8 @@ def test_it_starts_nothing_for_an_empty_or_busy_selection(admin):
     assert "lab-2 is busy (probe running): wait for it to end. Nothing was started." in busy.content.decode()
     assert NodeAction.objects.count() == 1
     odd = admin.post("/nodes/actions/", {"action": "format_disk", "node": ["lab-1"]})
-    assert odd.status_code == 400 and "The panel cannot format_disk to laptops" in odd.content.decode()
+    assert odd.status_code == 400 and ("format_disk is not something the panel does to many laptops at once: choose "
+                                       "probe, install_runtime, restart_rpc or remove.") in odd.content.decode()
 
 
 @pytest.mark.django_db
