@@ -41,6 +41,7 @@ def test_it_probes_the_ticked_laptops_showing_each_live_then_a_summary(alice, la
             set_link(the_lan, 2, "up")
         assert page.evaluate("window.stillTheSamePage") is True, "each laptop's progress came live, not by reload"
         assert page.locator("#selection-summary").inner_text() == "1 probed; 1 unreachable: desk-2."
+        assert violations(page) == [], "the selection's progress reads as well as the table"
         failed = page.locator("#selection-actions li.action.failed")
         assert "desk-2" in failed.inner_text() and "Cannot reach" in failed.inner_text()
         page.wait_for_selector("#laptops tr[data-node=desk-2] >> text=Offline")  # the table, drawn again
