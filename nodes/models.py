@@ -171,15 +171,21 @@ class ActionKind(models.TextChoices):
     REMOVE = "remove", "Remove"
 
 
+def keep_removals(collector, field, sub_objs, using) -> None:
+    """A laptop's removal records outlive it (their laptop set null), so whoever follows one still reads how it
+    ended; its other actions go with it, as they always did."""
+    models.SET_NULL(collector, field, sub_objs.filter(kind=ActionKind.REMOVE), using)
+    models.CASCADE(collector, field, sub_objs.exclude(kind=ActionKind.REMOVE), using)
+
+
 class NodeAction(models.Model):
     """One piece of work on a laptop: the single record of its state, progress and outcome."""
 
     TERMINAL = {ActionStatus.SUCCEEDED, ActionStatus.FAILED}
 
-    # A removal's record outlives its laptop (null once it is gone), named by node_name, so whoever follows it
-    # still reads how it ended.
-    node = models.ForeignKey(Node, null=True, on_delete=models.SET_NULL, related_name="actions")
-    node_name = models.CharField(max_length=40, blank=True, help_text="The laptop's name when the action was made.")
+    node = models.ForeignKey(Node, null=True, on_delete=keep_removals, related_name="actions")
+    node_name = models.CharField(max_length=40, blank=True, help_text=(
+        "The laptop's name when the action was made (a removal's, once the laptop is gone)."))
     kind = models.CharField(max_length=20, choices=ActionKind.choices)
     status = models.CharField(max_length=10, choices=ActionStatus.choices, default=ActionStatus.QUEUED)
     progress = models.JSONField(default=dict, blank=True)

@@ -1,6 +1,6 @@
 """A removal's record outlives its laptop: one cut short by its worker's stop after the laptop was gone ends as
-done (the laptop is gone), one cut short before that as interrupted; an action whose laptop was removed before
-it could run says so."""
+done (the laptop is gone), one cut short before that as interrupted; one whose laptop went another way before
+it ran says so. The laptop's other actions go with it."""
 
 import pytest
 
@@ -27,10 +27,21 @@ def test_a_removal_cut_short_after_its_laptop_went_ends_as_done():
 
 
 @pytest.mark.django_db
-def test_an_action_whose_laptop_was_removed_before_it_ran_says_so():
+def test_a_removal_whose_laptop_went_another_way_before_it_ran_says_so():
     node = Node.objects.create(name="lab-3", host="192.0.2.3", username="lab", host_key=HOST_KEY)
-    action = NodeAction.objects.create(node=node, kind=ActionKind.PROBE)
+    action = NodeAction.objects.create(node=node, kind=ActionKind.REMOVE)
     node.delete()
     run_action(action.pk)
     action.refresh_from_db()
     assert (action.status, action.error) == (ActionStatus.FAILED, "lab-3 was removed before this could run.")
+
+
+@pytest.mark.django_db
+def test_a_laptop_deleted_takes_its_other_actions_and_leaves_its_removals():
+    node = Node.objects.create(name="lab-4", host="192.0.2.4", username="lab", host_key=HOST_KEY)
+    probe = NodeAction.objects.create(node=node, kind=ActionKind.PROBE, status=ActionStatus.FAILED)
+    removal = NodeAction.objects.create(node=node, kind=ActionKind.REMOVE, status=ActionStatus.RUNNING)
+    node.delete()
+    assert not NodeAction.objects.filter(pk=probe.pk).exists(), "a dashboard's failures need their laptop"
+    kept = NodeAction.objects.get(pk=removal.pk)
+    assert (kept.node_id, kept.laptop_name) == (None, "lab-4")
