@@ -121,9 +121,10 @@ def perform(action: NodeAction) -> str:
     """Run the action's handler; what went wrong in plain words, or "" when nothing did. One the laptop could
     not be reached for says so in its progress too (`unreachable`), for a summary of many to count."""
     node = action.node
+    if node is None:  # only a removal outlives its laptop: another way removed it first
+        action.report(f"{action.node_name} was already removed.")
+        return ""
     try:
-        if node is None:
-            raise actions.ActionError(f"{action.node_name} was removed before this could run.")
         # A removal goes ahead (its SSH refuses the new key, and it says so): the laptop may be gone for good.
         if node.status == NodeStatus.HOST_KEY_CHANGED and action.kind != ActionKind.REMOVE:
             raise actions.ActionError(f"{node} presents a new host key; an admin must approve it first.")
