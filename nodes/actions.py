@@ -1,13 +1,17 @@
 """What each kind of NodeAction does. Raise ActionError to fail with a plain message."""
 
+import time
+
 from django.utils import timezone
 
 from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
-from nodes import install, netcheck, probe, rpcserver, speed
-from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe
+from nodes import install, netcheck, probe, removal, rpcserver, serving, speed, ssh
+from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
+
+RESTART_WAIT_S = 60  # the supervisor restarts a server within seconds; a minute means it is not running
 
 
 class ActionError(Exception):
@@ -74,9 +78,54 @@ def do_measure_speed(action: NodeAction, node: Node) -> None:
                   "of effective memory bandwidth.", **result)
 
 
+def do_restart_servers(action: NodeAction, node: Node) -> None:
+    """Asks the supervisor (the one that keeps servers running) to restart each wanted server, and waits until
+    it has: restarting them here too would race it."""
+    ports = sorted(node.rpc_servers.filter(wanted=True).values_list("port", flat=True))
+    if not ports:
+        action.report("No rpc-server runs here: nothing to restart.", ports=[])
+        return
+    ssh.run(node.ssh_target(), ["true"], timeout=rpcserver.QUICK_S)  # an unreachable laptop is asked nothing
+    for port in ports:
+        serving.want(node, port, "restart")
+    action.report(f"Restarting the rpc-server{'s' if len(ports) > 1 else ''} on port "
+                  f"{', '.join(map(str, ports))}.", ports=ports)
+    deadline = time.monotonic() + RESTART_WAIT_S
+    while (waiting := restarting(node, ports)) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    if waiting:
+        raise ActionError(f"The supervisor did not restart port {', '.join(map(str, waiting))} within "
+                          f"{RESTART_WAIT_S} s: is it running (manage.py supervise)?")
+    action.report(f"Restarted port {', '.join(map(str, ports))}.")
+
+
+def restarting(node: Node, ports: list[int]) -> list[int]:
+    """The ports still being restarted; ActionError when the supervisor failed at one (it tries again later)."""
+    waiting = []
+    for server in RpcServer.objects.filter(node=node, port__in=ports):
+        if server.status == ServerStatus.FAILED and server.next_try_at:  # want() cleared it: a failure since
+            raise ActionError(f"Port {server.port} did not come back: {server.last_death.partition(chr(10))[0]}")
+        if server.restart_requested or server.status != ServerStatus.RUNNING:
+            waiting.append(server.port)
+    return waiting
+
+
+def do_remove(action: NodeAction, node: Node) -> None:
+    wipe = bool(action.progress.get("wipe"))
+    action.report(f"Stopping {node.name}'s rpc-servers{' and deleting its files' if wipe else ''}.")
+    try:
+        removed = removal.remove(node, wipe=wipe, acting=action)
+    except removal.Refused as exc:
+        raise ActionError(str(exc)) from None
+    action.report(removed.summary(action.node_name), stopped=removed.stopped, wiped=removed.wiped,
+                  **({"unreachable": True} if removed.unreachable else {}))
+
+
 HANDLERS = {
     ActionKind.PROBE: do_probe,
     ActionKind.INSTALL_RUNTIME: do_install_runtime,
     ActionKind.NETWORK_CHECK: do_network_check,
     ActionKind.MEASURE_SPEED: do_measure_speed,
+    ActionKind.RESTART_RPC: do_restart_servers,
+    ActionKind.REMOVE: do_remove,
 }

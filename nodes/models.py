@@ -167,6 +167,15 @@ class ActionKind(models.TextChoices):
     STOP_RPC = "stop_rpc", "Stop rpc-server"
     NETWORK_CHECK = "network_check", "Network check"
     MEASURE_SPEED = "measure_speed", "Measure speed"
+    RESTART_RPC = "restart_rpc", "Restart rpc-servers"
+    REMOVE = "remove", "Remove"
+
+
+def keep_removals(collector, field, sub_objs, using) -> None:
+    """A laptop's removal records outlive it (their laptop set null), so whoever follows one still reads how it
+    ended; its other actions go with it, as they always did."""
+    models.SET_NULL(collector, field, sub_objs.filter(kind=ActionKind.REMOVE), using)
+    models.CASCADE(collector, field, sub_objs.exclude(kind=ActionKind.REMOVE), using)
 
 
 class NodeAction(models.Model):
@@ -174,7 +183,9 @@ class NodeAction(models.Model):
 
     TERMINAL = {ActionStatus.SUCCEEDED, ActionStatus.FAILED}
 
-    node = models.ForeignKey(Node, on_delete=models.CASCADE, related_name="actions")
+    node = models.ForeignKey(Node, null=True, on_delete=keep_removals, related_name="actions")
+    node_name = models.CharField(max_length=40, blank=True, help_text=(
+        "The laptop's name when the action was made (a removal's, once the laptop is gone)."))
     kind = models.CharField(max_length=20, choices=ActionKind.choices)
     status = models.CharField(max_length=10, choices=ActionStatus.choices, default=ActionStatus.QUEUED)
     progress = models.JSONField(default=dict, blank=True)
@@ -190,7 +201,17 @@ class NodeAction(models.Model):
         ordering = ["-created"]
 
     def __str__(self) -> str:
-        return f"{self.get_kind_display()} on {self.node} ({self.status})"
+        return f"{self.get_kind_display()} on {self.laptop_name} ({self.status})"
+
+    def save(self, *args, **kwargs) -> None:
+        if not self.node_name and self.node_id:
+            self.node_name = self.node.name
+        super().save(*args, **kwargs)
+
+    @property
+    def laptop_name(self) -> str:
+        """The laptop's name now, or the one it had when it was removed."""
+        return self.node.name if self.node_id else self.node_name
 
     def claim(self, worker: str = "") -> bool:
         """Move QUEUED to RUNNING for `worker` (its Celery hostname); False when another worker already has it."""

@@ -6,8 +6,8 @@ from nodes.models import NodeAction, RpcServer
 
 
 def action_row(action: NodeAction) -> dict:
-    where = {"name": action.node.name, "pk": action.pk}
-    return {**action.payload(), "node": action.node.name, "created": action.created, "started": action.started,
+    where = {"name": action.laptop_name, "pk": action.pk}
+    return {**action.payload(), "node": action.laptop_name, "created": action.created, "started": action.started,
             "finished": action.finished, "url": reverse("api:get_action", kwargs=where),
             "events": reverse("api:follow_action", kwargs=where)}
 

@@ -1,10 +1,11 @@
 from django.urls import path
 
-from nodes import views
+from nodes import list_views, views
 
 app_name = "nodes"
 urlpatterns = [
-    path("", views.node_list, name="list"),
+    path("", list_views.node_list, name="list"),
+    path("actions/", list_views.act_on_laptops, name="bulk"),
     path("add/", views.node_add, name="add"),
     path("metrics/recent.json", views.recent_metrics, name="recent-metrics"),
     path("doctor/", views.doctor, name="doctor"),

@@ -8,7 +8,8 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from nodes import metrics, rpcserver, serving, ssh, upkeep
+from clusterpanel.natural import natural_sorted
+from nodes import metrics, removal, rpcserver, serving, ssh, upkeep
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
@@ -19,14 +20,6 @@ from nodes.tasks import enqueue
 APPROVAL_SALT = "clusterpanel.nodes.approve-host-key"
 USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK, ActionKind.MEASURE_SPEED]
 SEVERITY = {"error": 0, "warn": 1, "ok": 2}
-
-
-@lab_admin_required
-def node_list(request: HttpRequest) -> HttpResponse:
-    nodes = list(Node.objects.prefetch_related("rpc_servers", "probes"))
-    for node in nodes:
-        node.latest = (metrics.recent(node.pk, 1) or [None])[-1]
-    return render(request, "nodes/list.html", {"nodes": nodes})
 
 
 @sensitive_post_parameters("password", "private_key")  # kept off DEBUG error pages
@@ -108,10 +101,10 @@ def remove_node(request: HttpRequest, name: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     question, back = f"Remove {node.name}?", reverse("nodes:detail", args=[name])
     try:
-        consequences = upkeep.removal(node)
+        consequences = removal.removal(node)
         if request.method == "POST":
-            removed = upkeep.remove(node, wipe=request.POST.get("wipe") == "1")
-    except upkeep.Refused as exc:
+            removed = removal.remove(node, wipe=request.POST.get("wipe") == "1")
+    except removal.Refused as exc:
         return confirm.refuse(request, question, str(exc), back)
     if request.method == "GET":
         return confirm.ask(request, question, consequences, "Remove", back, options=[
@@ -200,7 +193,7 @@ def recent_metrics(request: HttpRequest) -> JsonResponse:
     if node and not whole_number(node):
         return JsonResponse({"error": "node must be a laptop's id (a whole number).", "field": "node"}, status=400)
     seconds = max(10, min(int(seconds), metrics.WINDOW_S))
-    nodes = Node.objects.filter(pk=int(node)) if node else Node.objects.all()
+    nodes = natural_sorted(Node.objects.filter(pk=int(node)) if node else Node.objects.all(), key=lambda n: n.name)
     return JsonResponse({"nodes": [
         {"id": node.pk, "name": node.name, "status": node.status, "samples": metrics.recent(node.pk, seconds)}
         for node in nodes
@@ -224,7 +217,7 @@ def current_bundle():
 def doctor(request: HttpRequest, name: str | None = None) -> HttpResponse:
     """Each laptop's findings (or one laptop's), worst first."""
     bundle = current_bundle()
-    nodes = Node.objects.filter(name=name) if name else Node.objects.all()
+    nodes = natural_sorted(Node.objects.filter(name=name) if name else Node.objects.all(), key=lambda n: n.name)
     if name and not nodes:
         return redirect("nodes:list")
     reports = [(node, sorted(diagnose(node, bundle), key=lambda f: SEVERITY[f.level])) for node in nodes]

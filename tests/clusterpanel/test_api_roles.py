@@ -27,6 +27,8 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("GET", "/api/nodes/{name}/servers/"): None, ("PUT", "/api/nodes/{name}/servers/{port}/"): {"state": "stop"},
     ("GET", "/api/nodes/{name}/servers/{port}/log/"): None, ("GET", "/api/nodes/{name}/metrics/latest/"): None,
     ("GET", "/api/nodes/{name}/metrics/"): None,
+    ("POST", "/api/nodes/actions/"): {"action": "probe", "nodes": ["lab-1"]}, ("GET", "/api/nodes/actions/"): None,
+    ("GET", "/api/nodes/actions/events/"): None,
     ("GET", "/api/models/"): None, ("POST", "/api/models/"): {"path": "/nonexistent.gguf"},
     ("GET", "/api/models/{name}/"): None, ("PATCH", "/api/models/{name}/"): {"name": "other"},
     ("DELETE", "/api/models/{name}/"): None, ("POST", "/api/plans/"): PLAN, ("POST", "/api/deployments/"): PLAN,
