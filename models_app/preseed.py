@@ -33,12 +33,14 @@ class Cancelled(Exception):
 
 
 def model_hashes(model: GgufModel) -> dict:
-    """The model's tensor hashes; computed now when it has none yet or its file changed since."""
+    """The model's tensor hashes; computed now when it has none yet, its file changed since, or they were taken
+    for a llama.cpp that asks for other tensors by hash."""
     try:
-        stamp = tensor_cache.file_stamp(Path(model.path))
-        if model.tensor_hashes and model.tensor_hashes.get("file") == stamp:
+        stamp, threshold = tensor_cache.file_stamp(Path(model.path)), tensor_cache.hash_threshold()
+        known = model.tensor_hashes or {}
+        if known.get("file") == stamp and known.get("threshold", tensor_cache.HASH_THRESHOLD) == threshold:
             return model.tensor_hashes
-        model.tensor_hashes = tensor_cache.hash_tensors(Path(model.path))
+        model.tensor_hashes = tensor_cache.hash_tensors(Path(model.path), threshold=threshold)
     except OSError as exc:
         raise PreseedError(f"Cannot read the model file {model.path}: {exc.strerror}") from None
     model.save(update_fields=["tensor_hashes"])
