@@ -4,7 +4,8 @@ patched by scripts/llama_patches/0002 (every weight asked for by hash), side by 
 A qwen2 test model whose layer tensors are all under the rpc cache's 10 MiB (f16, 4.5 MiB feed-forward
 tensors; only output.weight is bigger), split evenly over simulated laptops behind 1 Gbit links, with the
 panel's own supervisor and engines. Both clients are compiled here the same way (bench/rpc_clients.py) into
-copies of the head's library folder; the laptops keep the installed runtime. For each client, in order:
+copies of the head's library folder; the laptops keep the installed runtime. For each client, in order (the
+clients alternate, round after round):
 
   cold      empty caches, pre-seeding on (the panel's default)
   redeploy  the same again, caches as the first left them
@@ -15,12 +16,13 @@ from the deployment's creation to its engine's model loaded, by step: pre-seedin
 the engine's load. Set against the weights the plan puts on the laptops (their layers and the output); and
 the seconds from creation to the engine's model loaded (the runtime is installed before the first).
 
-    .venv/bin/python bench/load_bytes.py [--laptops 4] [--layers 16] [--bundled]
+    .venv/bin/python bench/load_bytes.py [--laptops 4] [--layers 16] [--rounds 2] [--bundled]
 """
 
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -54,24 +56,28 @@ def weights_on_laptops(deployment) -> int:
 
 
 def deploy_once(model, nodes, lan, preseed: bool) -> dict:
-    """One deployment to its engine's model loaded, bytes per step; then stopped, nothing left running."""
+    """One deployment to its engine's model loaded, bytes and seconds per step; then stopped, nothing left."""
     from models_app import deploy
     from models_app.models import Deployment, DeploymentStatus
 
     marks, real_fill, real_verify = {}, deploy.fill_caches, deploy.verify_load
 
+    def mark(name: str) -> None:
+        marks[name] = (received(lan), time.perf_counter())
+
     def fill(*args):
         real_fill(*args)
-        marks["seeded"] = received(lan)
+        mark("seeded")
 
     def verify(*args):
-        marks.setdefault("seeded", received(lan))
+        if "seeded" not in marks:
+            mark("seeded")
         real_verify(*args)
-        marks["verified"] = received(lan)
+        mark("verified")
 
     deploy.fill_caches, deploy.verify_load = fill, verify
     try:
-        start, started = received(lan), time.perf_counter()
+        mark("start")
         deployment = deploy.create(model, nodes, 512, "even", preseed=preseed)
         deploy.prepare(deployment)
     finally:
@@ -80,10 +86,14 @@ def deploy_once(model, nodes, lan, preseed: bool) -> dict:
     if deployment.status != DeploymentStatus.READY:
         raise SystemExit(f"deployment failed: {deployment.status_detail}")
     wait(lambda: Deployment.objects.get(pk=deployment.pk).engine.get("state") == "ready", 300, "the engine")
-    loaded, seconds = received(lan), time.perf_counter() - started
+    mark("loaded")
     stop(deployment)
-    return {"preseed": marks["seeded"] - start, "verify": marks["verified"] - marks["seeded"],
-            "engine": loaded - marks["verified"], "weights": weights_on_laptops(deployment), "seconds": seconds}
+    steps = {"preseed": ("start", "seeded"), "verify": ("seeded", "verified"), "engine": ("verified", "loaded")}
+    row = {"weights": weights_on_laptops(deployment), "seconds": marks["loaded"][1] - marks["start"][1]}
+    for step, (since, until) in steps.items():
+        row[step] = marks[until][0] - marks[since][0]
+        row[f"{step}_s"] = marks[until][1] - marks[since][1]
+    return row
 
 
 def stop(deployment) -> None:
@@ -123,25 +133,38 @@ def run_client(lib: Path, model, nodes, lan) -> dict[str, dict]:
         del os.environ["LLAMA_CPP_LIB_PATH"]
 
 
-def report(results: dict[str, dict[str, dict]], model, thresholds: dict[str, int], laptops: int) -> None:
-    weights = next(iter(next(iter(results.values())).values()))["weights"]
+def run_rounds(libs: dict[str, Path], model, nodes, lan, rounds: int) -> dict[str, dict[str, list[dict]]]:
+    """The clients in alternating rounds: the machine is shared, and its load drifts."""
+    results = {client: {name: [] for name, _, _ in SCENARIOS} for client in libs}
+    for _ in range(rounds):
+        for client, lib in libs.items():
+            for name, row in run_client(lib, model, nodes, lan).items():
+                results[client][name].append(row)
+    return results
+
+
+def report(results: dict[str, dict[str, list[dict]]], model, thresholds: dict[str, int], args) -> None:
+    weights = next(iter(next(iter(results.values())).values()))[0]["weights"]
     print(f"\n{model.name}: {model.n_layer} layers, {model.size / 2**20:.0f} MiB file, {weights / 2**20:.0f} MiB of "
-          f"weights on {laptops} laptops (split evenly; the token embedding stays on the head)\n")
+          f"weights on {args.laptops} laptops (split evenly; the token embedding stays on the head); "
+          f"{args.rounds} rounds, medians\n")
     print("| RPC client | scenario | pre-seed MiB | verification load MiB | engine load MiB | total MiB "
-          "| total / weights on laptops | s to engine loaded |")
-    print("|---|---|---|---|---|---|---|---|")
-    for client, rows in results.items():
-        label = f"{client} (hash over {thresholds[client] / 2**20:g} MiB)"
-        for name, row in rows.items():
-            total = row["preseed"] + row["verify"] + row["engine"]
-            print(f"| {label} | {name} | {row['preseed'] / 2**20:.0f} | {row['verify'] / 2**20:.0f} | "
-                  f"{row['engine'] / 2**20:.0f} | {total / 2**20:.0f} | {total / row['weights']:.2f} | "
-                  f"{row['seconds']:.1f} |")
+          "| total / weights on laptops | pre-seed s | verification s | engine load s | to engine loaded s |")
+    print("|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
+    for client, scenarios in results.items():
+        label = f"{client} (by hash over {thresholds[client] / 2**20:g} MiB)"
+        for name, rows in scenarios.items():
+            med = {key: statistics.median(row[key] for row in rows) for key in rows[0]}
+            total = statistics.median(row["preseed"] + row["verify"] + row["engine"] for row in rows)
+            print(f"| {label} | {name} | {med['preseed'] / 2**20:.0f} | {med['verify'] / 2**20:.0f} | "
+                  f"{med['engine'] / 2**20:.0f} | {total / 2**20:.0f} | {total / weights:.2f} | "
+                  f"{med['preseed_s']:.1f} | {med['verify_s']:.1f} | {med['engine_s']:.1f} | {med['seconds']:.1f} |")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--laptops", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--layers", type=int, default=16)
     parser.add_argument("--bundled", action="store_true", help="the bundled SmolLM2 (30 layers of 2.1 MiB) instead")
     args = parser.parse_args()
@@ -190,8 +213,7 @@ def main() -> None:
 
         for node in nodes:  # the runtime's own bytes are no part of a load
             deploy.ensure_runtime(node)
-        report({client: run_client(lib, model, nodes, lan) for client, lib in libs.items()}, model, thresholds,
-               args.laptops)
+        report(run_rounds(libs, model, nodes, lan, args.rounds), model, thresholds, args)
     finally:
         if harness:
             harness.down()
