@@ -33,12 +33,14 @@ class Cancelled(Exception):
 
 
 def model_hashes(model: GgufModel) -> dict:
-    """The model's tensor hashes; computed now when it has none yet or its file changed since."""
+    """The model's tensor hashes; computed now when it has none yet, its file changed since, or they were taken
+    for a llama.cpp that asks for other tensors by hash."""
     try:
-        stamp = tensor_cache.file_stamp(Path(model.path))
-        if model.tensor_hashes and model.tensor_hashes.get("file") == stamp:
+        stamp, threshold = tensor_cache.file_stamp(Path(model.path)), tensor_cache.hash_threshold()
+        known = model.tensor_hashes or {}
+        if known.get("file") == stamp and known.get("threshold", tensor_cache.HASH_THRESHOLD) == threshold:
             return model.tensor_hashes
-        model.tensor_hashes = tensor_cache.hash_tensors(Path(model.path))
+        model.tensor_hashes = tensor_cache.hash_tensors(Path(model.path), threshold=threshold)
     except OSError as exc:
         raise PreseedError(f"Cannot read the model file {model.path}: {exc.strerror}") from None
     model.save(update_fields=["tensor_hashes"])
@@ -46,13 +48,20 @@ def model_hashes(model: GgufModel) -> dict:
 
 
 def needed(deployment: Deployment) -> list[list[rpccache.Tensor]]:
-    """For each laptop in pipeline order, the cached tensors llama.cpp will ask it for by hash."""
+    """For each laptop in pipeline order, the cached tensors llama.cpp will ask it for by hash: one per file, as
+    tensors of the same bytes (norms of ones, biases of zeros) are one file in the cache."""
     model, plan = deployment.model, deployment.plan
     devices = tensor_cache.tensors_per_device(
         model_hashes(model)["tensors"], "output.weight" in model.other_tensors, model.n_layer,
         plan["n_gpu_layers"], tuple(plan["tensor_split"]))
-    return [[rpccache.Tensor(name, t["hash"], t["offset"], t["size"]) for name, t in sorted(found.items())]
-            for found in devices]
+    return [one_per_file(found) for found in devices]
+
+
+def one_per_file(found: dict[str, dict]) -> list[rpccache.Tensor]:
+    files: dict[str, rpccache.Tensor] = {}
+    for name, t in sorted(found.items()):
+        files.setdefault(t["hash"], rpccache.Tensor(name, t["hash"], t["offset"], t["size"]))
+    return list(files.values())
 
 
 class Board:

@@ -1,13 +1,16 @@
 """The rpc-server's tensor cache, seen from the panel: which tensors it caches, under which names, on which laptop.
 
 Facts from the vendored llama.cpp (ggml/src/ggml-rpc/ggml-rpc.cpp): the client
-asks a server for a tensor by hash only when its data is larger than
-HASH_THRESHOLD (10 MiB) and it is a weight; the hash is 64-bit FNV-1a of the
-tensor's bytes, and the server keeps it in `<cache>/rpc/%016x`. llama.cpp sets
-every weight whole, from the file's bytes (src/llama-model-loader.cpp), so the
-hash of a tensor's byte range in the GGUF file is the name the server looks for.
+asks a server for a weight by hash only when its data is larger than a threshold
+(upstream's HASH_THRESHOLD, 10 MiB; 0 with scripts/llama_patches/0002, which the
+head's library then reports); the hash is 64-bit FNV-1a of the tensor's bytes,
+and the server keeps it in `<cache>/rpc/%016x`. llama.cpp sets every weight
+whole, from the file's bytes (src/llama-model-loader.cpp), so the hash of a
+tensor's byte range in the GGUF file is the name the server looks for.
 """
 
+import ctypes
+import importlib.util
 import mmap
 import os
 import re
@@ -20,7 +23,7 @@ from fnv_c.ext._fnv import ffi, lib
 
 from models_app.planner import placement
 
-HASH_THRESHOLD = 10 * 2**20
+HASH_THRESHOLD = 10 * 2**20  # upstream's
 LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")
 
 
@@ -40,17 +43,44 @@ def file_stamp(path: Path) -> dict:
     return {"size": stat.st_size, "mtime_ns": stat.st_mtime_ns}
 
 
-def big_tensors(path: Path) -> dict[str, dict]:
+def head_rpc_library() -> Path | None:
+    """The head's libggml-rpc.so, where llama-cpp-python loads its libraries from, found without loading them."""
+    if os.environ.get("LLAMA_CPP_LIB_PATH"):
+        return Path(os.environ["LLAMA_CPP_LIB_PATH"]) / "libggml-rpc.so"
+    spec = importlib.util.find_spec("llama_cpp")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    return Path(spec.submodule_search_locations[0]) / "lib" / "libggml-rpc.so"
+
+
+def hash_threshold() -> int:
+    """Weights over this many bytes go to a server by hash first: what the head's RPC client says it uses, else
+    upstream's 10 MiB. Asked of the library itself, because it is what decides, whatever was meant to be built."""
+    library = head_rpc_library()
+    try:
+        asked = getattr(ctypes.CDLL(str(library)), "ggml_backend_rpc_hash_threshold", None) if library else None
+    except OSError:  # no llama.cpp here to load anything: nothing to pre-seed beyond what any build caches
+        return HASH_THRESHOLD
+    if asked is None:
+        return HASH_THRESHOLD
+    asked.restype, asked.argtypes = ctypes.c_size_t, []
+    return int(asked())
+
+
+def cached_tensors(path: Path, threshold: int) -> dict[str, dict]:
     """Tensors the server would cache: name -> absolute offset and size in the file."""
     reader = gguf.GGUFReader(str(path))
     return {t.name: {"offset": int(t.data_offset), "size": int(t.n_bytes)}
-            for t in reader.tensors if int(t.n_bytes) > HASH_THRESHOLD}
+            for t in reader.tensors if int(t.n_bytes) > threshold}
 
 
-def hash_tensors(path: Path, progress: Callable[[int, int], None] | None = None, workers: int = 0) -> dict:
-    """{"file": stamp, "tensors": {name: {"hash", "offset", "size"}}} for every tensor over the threshold."""
+def hash_tensors(path: Path, progress: Callable[[int, int], None] | None = None, workers: int = 0,
+                 threshold: int | None = None) -> dict:
+    """{"file": stamp, "threshold": bytes, "tensors": {name: {"hash", "offset", "size"}}} for every tensor over
+    the threshold (by default the head's own)."""
     path = Path(path)
-    stamp, tensors = file_stamp(path), big_tensors(path)
+    threshold = hash_threshold() if threshold is None else threshold
+    stamp, tensors = file_stamp(path), cached_tensors(path, threshold)
     total, done = sum(t["size"] for t in tensors.values()), 0
     with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mapped:
         def one(name: str) -> tuple[str, str]:
@@ -64,7 +94,7 @@ def hash_tensors(path: Path, progress: Callable[[int, int], None] | None = None,
                 done += tensors[name]["size"]
                 if progress:
                     progress(done, total)
-    return {"file": stamp, "tensors": tensors}
+    return {"file": stamp, "threshold": threshold, "tensors": tensors}
 
 
 def tensors_per_device(tensors: dict[str, dict], has_output: bool, n_layer: int, n_gpu_layers: int,

@@ -1,15 +1,18 @@
 """Pre-seeding the laptops' rpc-server caches: the same files llama.cpp itself would cache, and a load that then
-sends only hashes. Real sshd, real rpc-servers, a real model of 10.5 MiB feed-forward tensors."""
+sends only hashes. Real sshd, real rpc-servers, a real model of 10.5 MiB feed-forward tensors. Which tensors go
+by hash is the head's RPC client's to say (tensor_cache.hash_threshold): over 10 MiB upstream, all with 0002."""
 
 import subprocess
 from pathlib import Path
 
+import gguf
 import pytest
 from django.core.management import CommandError, call_command
 
 from models_app import deploy, preseed
 from models_app.library import ensure_bundled, register_path
 from models_app.models import Deployment, DeploymentStatus
+from models_app.tensor_cache import HASH_THRESHOLD, cache_name, fnv1a_64, hash_threshold
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import wait_until
 from tests.models_app.gguf_files import write_loadable_model
@@ -89,12 +92,33 @@ def expected_files(deployment: Deployment) -> list[set[str]]:
     return [{t.hash for t in tensors} for tensors in preseed.needed(deployment)]
 
 
+def held(deployment: Deployment) -> list[set[str]]:
+    """Worked out from the file alone: per laptop, the cache names of the tensors of its layers (the output's on
+    the one holding layer n_layer, the embedding's when the model ties them) that the head asks for by hash."""
+    model, reader = deployment.model, gguf.GGUFReader(deployment.model.path)
+    tied = "output.weight" not in {t.name for t in reader.tensors}
+
+    def layer_of(name: str) -> int | None:
+        if name.startswith("blk."):
+            return int(name.split(".")[1])
+        return model.n_layer if name.startswith("output") or (tied and name == "token_embd.weight") else None
+
+    found = []
+    for stage in deployment.stages.order_by("position"):
+        layers = range(stage.first_layer, stage.first_layer + stage.layer_count)
+        found.append({cache_name(fnv1a_64(t.data.tobytes())) for t in reader.tensors
+                      if t.n_bytes > hash_threshold() and layer_of(t.name) in layers})
+    return found
+
+
 def test_without_preseeding_llama_cpp_caches_exactly_the_files_we_compute(lan, laptops, supervisor, qwen2_file,
                                                                            load_traffic):
     model = register_path(qwen2_file, name="qwen2", checksum_now=True)
     deployment = deploy_over(model, laptops, "--no-preseed")
     expected = expected_files(deployment)
-    assert all(expected) and sum(len(files) for files in expected) == 6 * 3 + 1  # ffn gate/up/down + output
+    assert all(expected) and expected == held(deployment)
+    if hash_threshold() == HASH_THRESHOLD:
+        assert sum(len(files) for files in expected) == 6 * 3 + 1  # ffn gate/up/down + output
     for stage, files in zip(deployment.stages.select_related("node"), expected, strict=True):
         assert cached_files(laptop_of(lan, stage.node)) == files, f"{stage.node}'s cache"
         assert stage.preseed == {}
@@ -104,10 +128,12 @@ def test_without_preseeding_llama_cpp_caches_exactly_the_files_we_compute(lan, l
 
 
 def test_without_preseeding_a_tied_output_caches_the_embedding_on_the_last_laptop(lan, laptops, supervisor):
-    model = ensure_bundled()  # SmolLM2: no output.weight; its 28.7 MiB token_embd is the only tensor over 10 MiB
+    model = ensure_bundled()  # SmolLM2: no output.weight; its 28.7 MiB token_embd is its only tensor over 10 MiB
     deployment = deploy_over(model, laptops[:2], "--no-preseed")
     first, last = expected_files(deployment)
-    assert first == set() and last == {model.tensor_hashes["tensors"]["token_embd.weight"]["hash"]}
+    assert [first, last] == held(deployment)
+    assert model.tensor_hashes["tensors"]["token_embd.weight"]["hash"] in last
+    assert (first == set()) == (hash_threshold() == HASH_THRESHOLD)  # every SmolLM2 layer tensor is under 10 MiB
     assert cached_files(lan(3).laptops[0]) == first and cached_files(lan(3).laptops[1]) == last
     stop(deployment)
 
@@ -124,8 +150,8 @@ def test_preseeded_caches_hold_the_same_files_and_the_load_sends_only_hashes(lan
         cached = stage.preseed["cached_bytes"]
         assert stage.preseed["state"] == "done" and stage.preseed["sent"] == cached
         assert load_traffic[stage.node.name] < cached / 4, f"{stage.node}: the load sent more than hashes"
-    size = model.tensor_hashes["tensors"]["blk.0.ffn_up.weight"]["size"]
-    assert all(p.stat().st_size == size for p in first.iterdir() if p.name in expected_files(deployment)[0])
+    sizes = {t.hash: t.size for t in preseed.needed(deployment)[0]}  # the cut-short file was sent again, whole
+    assert all(p.stat().st_size == sizes[p.name] for p in first.iterdir() if p.name in sizes)
     stop(deployment)
 
     again = deploy_over(model, laptops)
