@@ -69,6 +69,9 @@ def test_every_laptop_has_a_row_in_natural_order_moving_live_with_the_busiest_ca
     with browser_page() as page:
         log_in(page, web_server, "alice", PASSWORD)
         page.wait_for_function(f"() => ({STRIP})('cpu') !== null")
+        strip_of_names = page.locator(".node-strip a").evaluate_all(
+            "(links) => links.map((a) => a.firstChild.textContent.trim())")
+        assert strip_of_names == names
         for metric in ("cpu", "ram", "net"):
             assert page.evaluate(STRIP, metric)["names"] == names, metric
         shown = page.evaluate(STRIP, "cpu")
