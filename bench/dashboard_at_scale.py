@@ -40,6 +40,8 @@ NEWEST = {
         return [name, i < 0 ? null : trace.x[i] / 1000]; })); }""",
 }
 SHOWN = "(newest) => Object.values(newest()).some((t) => t !== null)"
+# One call per look, so that nothing is asked of a swamped page after the window: its calls wait for minutes.
+LOOK = """() => [({newest})(), window.longTasks.reduce((sum, d) => sum + d, 0) / performance.now()]"""
 LONG_TASKS = """window.longTasks = [];
 new PerformanceObserver((list) => window.longTasks.push(...list.getEntries().map((e) => e.duration)))
   .observe({ type: "longtask", buffered: true });"""
@@ -52,6 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--before", default="main", help="git revision to compare with")
     parser.add_argument("--sides", default="before,after", help="which pages to measure")
+    parser.add_argument("--profile", action="store_true", help="name the page's own functions that cost most")
     parser.add_argument("--shots", help="folder for dashboard-<laptops>.png (this tree's page, desktop and phone)")
     args = parser.parse_args()
     data = Path(tempfile.mkdtemp(prefix="bench-dash-"))
@@ -152,14 +155,15 @@ def measure(ports: dict[str, int], cookie: str, args) -> dict:
                                               args=["--no-sandbox", "--disable-gpu"])
         for _ in range(args.rounds):
             for side, port in ports.items():
-                results.setdefault(side, []).append(one_visit(chromium, side, port, cookie, args.seconds))
+                results.setdefault(side, []).append(one_visit(chromium, side, port, cookie, args.seconds,
+                                                                      args.profile))
         if args.shots:
             shoot(chromium, ports["after"], cookie, Path(args.shots), args.laptops)
         chromium.close()
     return results
 
 
-def one_visit(chromium, side: str, port: int, cookie: str, seconds: int) -> dict:
+def one_visit(chromium, side: str, port: int, cookie: str, seconds: int, profile: bool) -> dict:
     base = f"http://127.0.0.1:{port}"
     context = chromium.new_context(viewport={"width": 1440, "height": 900})
     context.add_cookies([{"name": "sessionid", "value": cookie, "url": base}])
@@ -167,20 +171,21 @@ def one_visit(chromium, side: str, port: int, cookie: str, seconds: int) -> dict
     page = context.new_page()
     cdp = context.new_cdp_session(page)
     cdp.send("Performance.enable")
-    cdp.send("Profiler.enable")
-    cdp.send("Profiler.start")
+    if profile:  # a JS profile from navigation on: which of the page's own functions hold its main thread
+        cdp.send("Profiler.enable")
+        cdp.send("Profiler.start")
     page.goto(base + "/", wait_until="commit")
     try:
-        page.wait_for_function(f"() => ({SHOWN})({NEWEST[side]})", timeout=120_000, polling=50)
+        page.wait_for_function(f"() => ({SHOWN})({NEWEST[side]})", timeout=60_000, polling=50)
         first_chart_ms = page.evaluate("() => performance.now()")
     except Exception:  # noqa: BLE001 (a page that never shows data is a result too)
         first_chart_ms = None
-    visit = {"first_chart_ms": first_chart_ms, "moved": [], "age": [], "call_ms": []}
-    busy_from, wall_from = task_seconds(cdp), time.monotonic()
+    visit = {"first_chart_ms": first_chart_ms, "moved": [], "age": [], "call_ms": [], "long_tasks": 0.0}
+    busy_from, wall_from, cpu_from = task_seconds(cdp), time.monotonic(), renderer_cpu(chromium)
     previous: dict = {}
     while time.monotonic() - wall_from < seconds:
         asked = time.monotonic()
-        newest = page.evaluate(NEWEST[side])
+        newest, visit["long_tasks"] = page.evaluate(LOOK.format(newest=NEWEST[side]))
         visit["call_ms"].append(1000 * (time.monotonic() - asked))
         now = time.time()
         for name, t in newest.items():
@@ -190,10 +195,12 @@ def one_visit(chromium, side: str, port: int, cookie: str, seconds: int) -> dict
                 visit["age"].append(now - t)
         previous = newest
         time.sleep(max(0.0, 1 - (time.monotonic() - asked)))
-    visit["busy"] = (task_seconds(cdp) - busy_from) / (time.monotonic() - wall_from)
+    elapsed = time.monotonic() - wall_from
+    visit["busy"] = (task_seconds(cdp) - busy_from) / elapsed
+    visit["renderer"] = (renderer_cpu(chromium) - cpu_from) / elapsed
     visit["laptops_shown"] = len(previous)
-    visit["long_tasks"] = sum(page.evaluate("() => window.longTasks")) / page.evaluate("() => performance.now()")
-    visit["own_code"] = own_code(cdp.send("Profiler.stop")["profile"])
+    if profile:
+        visit["own_code"] = own_code(cdp.send("Profiler.stop")["profile"])
     context.close()
     return visit
 
@@ -219,6 +226,18 @@ def own_code(profile: dict) -> dict[str, float]:
             name = f"{frame['url'].rsplit('/', 1)[1].split('.')[0]}.js {frame['functionName'] or '(top)'}"
             shares[name] = shares.get(name, 0) + total(node_id) / max(1, len(profile["samples"]))
     return shares
+
+
+SESSIONS: dict = {}  # a browser's own CDP session
+
+
+def renderer_cpu(chromium) -> float:
+    """CPU seconds of every renderer (one page is open at a time): unlike a task's duration, not counting time
+    the thread waited for a core, which on a busy machine is most of it."""
+    if chromium not in SESSIONS:
+        SESSIONS[chromium] = chromium.new_browser_cdp_session()
+    processes = SESSIONS[chromium].send("SystemInfo.getProcessInfo")["processInfo"]
+    return sum(p["cpuTime"] for p in processes if p["type"] == "renderer")
 
 
 def task_seconds(cdp) -> float:
@@ -255,7 +274,8 @@ def report(results: dict, collector_cpu: float, args) -> None:
 
     rows = {
         "first chart shows data (median)": first,
-        "main thread busy, % of the window": lambda v: f"{100 * median(v, 'busy'):.0f} %",
+        "page's renderer CPU, % of one core": lambda v: f"{100 * median(v, 'renderer'):.0f} %",
+        "main thread in tasks (wall time), % of the window": lambda v: f"{100 * median(v, 'busy'):.0f} %",
         "in long tasks since navigation": lambda v: f"{100 * median(v, 'long_tasks'):.0f} %",
         "trivial script call, p50 / max": lambda v: f"{pick(pooled(v, 'call_ms'), .5):.0f} / "
                                                     f"{max(pooled(v, 'call_ms')):.0f} ms",
@@ -272,7 +292,7 @@ def report(results: dict, collector_cpu: float, args) -> None:
     for name, value in rows.items():
         print(f"| {name} | " + " | ".join(value(results[side]) for side in sides) + " |")
     print(f"\nmetrics collector over the whole run: {collector_cpu:.1f} % of one core")
-    for side in sides:
+    for side in sides if args.profile else []:
         shares: dict[str, float] = {}
         for visit in results[side]:
             for name, share in visit["own_code"].items():

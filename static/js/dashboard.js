@@ -9,14 +9,14 @@ const DRAW_EVERY_MS = 1000;
 const root = document.getElementById("heat-strip");
 const percent = (value) => `${Math.round(value)} %`;
 const strips = [
-  new HeatStrip(root.querySelector("[data-strip=cpu]"), {
+  new HeatStrip(root.querySelector("[data-strip=cpu]"), root.querySelector("[data-caption=cpu]"), {
     title: "CPU", value: (s) => s.cpu, say: percent, hover: "CPU %{z:.0f} %", zmax: 100,
   }),
-  new HeatStrip(root.querySelector("[data-strip=ram]"), {
+  new HeatStrip(root.querySelector("[data-strip=ram]"), root.querySelector("[data-caption=ram]"), {
     title: "Memory used", value: (s) => (s.ram_total ? (100 * s.ram_used) / s.ram_total : null),
     say: percent, hover: "memory %{z:.0f} % of its RAM", zmax: 100,
   }),
-  new HeatStrip(root.querySelector("[data-strip=net]"), {
+  new HeatStrip(root.querySelector("[data-strip=net]"), root.querySelector("[data-caption=net]"), {
     title: "Network in + out", value: (s) => (s.rx + s.tx) / MB,
     say: (value) => `${value.toFixed(1)} MB/s`, hover: "network %{z:.1f} MB/s",
   }),

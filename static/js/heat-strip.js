@@ -9,6 +9,7 @@ export const WINDOW_S = 300;
 // before, unless that is older than this; then the row has a gap (the laptop was away).
 const CARRY_S = 3;
 const ROW_PX = 14;
+const LABEL_PX = 6.5;  // a character of an 11-px label, about
 const HEAT = [[0, "#fff7ec"], [0.35, "#fdbb84"], [0.7, "#e34a33"], [1, "#7f0000"]];
 const BUSIEST = "#0b63ce";
 
@@ -67,43 +68,61 @@ function carried(row, seconds) {
   });
 }
 
-// The newest value each row shows (null: none lately), and which row has the largest.
+// Which row is the busiest: the largest mean over its last RANK_S seconds (the newest value alone would move
+// the outline, and so the chart's layout, nearly every second among laptops that are all busy). -1: none.
+const RANK_S = 5;
 function busiest(z) {
-  const now = z.map((values) => values[values.length - 1]);
   let found = -1;
-  now.forEach((value, i) => { if (value !== null && (found < 0 || value > now[found])) found = i; });
-  return { now, found };
+  let most = -Infinity;
+  z.forEach((values, i) => {
+    const recent = values.slice(-RANK_S).filter((v) => v !== null);
+    const mean = recent.reduce((sum, v) => sum + v, 0) / recent.length;
+    if (recent.length && mean > most) [found, most] = [i, mean];
+  });
+  return found;
 }
 
 export class HeatStrip {
-  // value(sample) -> number; say(number) -> "98 %" as the title and hover write it; zmax: fixed or null.
-  constructor(element, { title, value, say, hover, zmax = null }) {
-    Object.assign(this, { element, title, value, say, hover, zmax, revision: 0 });
+  // value(sample) -> number; say(number) -> "98 %" as the caption and hover write it; zmax: fixed or null.
+  // caption: the element above the strip that names its busiest laptop (page text, not the chart's title:
+  // a layout that changes makes plotly redraw the whole chart, where new data alone costs half as much).
+  constructor(element, caption, { title, value, say, hover, zmax = null }) {
+    Object.assign(this, { element, caption, title, value, say, hover, zmax, layout: null, shaped: "" });
   }
 
   draw(view) {
     const names = view.rows.map((row) => row.name);
     const z = view.cells.map((cells) => cells.map((sample) => (sample ? this.value(sample) : null)));
-    const { now, found } = busiest(z);
+    const found = busiest(z);
+    const now = found < 0 ? null : z[found][z[found].length - 1];
+    this.caption.textContent = now === null ? `${this.title}: no sample lately`
+      : `${this.title} · busiest ${names[found]}: ${this.say(now)}`;
     const top = this.zmax || z.reduce((most, values) => values.reduce((m, v) => (v > m ? v : m), most), 1);
-    const labels = view.rows.map((row, i) => `${i === found ? "▶ " : ""}${row.name}${row.offline ? " (offline)" : ""}`);
-    const said = found < 0 ? this.title : `${this.title} · busiest ${names[found]}: ${this.say(now[found])}`;
     const trace = {
-      type: "heatmap", x: view.x, y: names, z, zmin: 0, zmax: top, colorscale: HEAT,
-      // No colour bar: plotly writes its cells an inline style attribute, which the panel's policy refuses;
-      // the legend is a line of text under the strips, and the hover says each value.
-      hoverongaps: false, ygap: 1, showscale: false,
-      hovertemplate: `%{y}<br>%{x|%H:%M:%S}<br>${this.hover}<extra></extra>`,
+      type: "heatmap", x: view.x, y: names, z, zmin: 0, zmax: top, colorscale: HEAT, showscale: false,
+      // A pixel a cell, scaled up crisp by static/css/dashboard.css ("fast" costs half of drawing each cell
+      // to the plot's size). No colour bar: plotly writes its cells an inline style attribute, which the
+      // panel's policy refuses; the key is a line of text under the strips, and the hover says each value.
+      zsmooth: "fast", hoverongaps: false, hovertemplate: `%{y}<br>%{x|%H:%M:%S}<br>${this.hover}<extra></extra>`,
     };
-    this.revision += 1;
-    Plotly.react(this.element, [trace], {
-      title: { text: said, font: { size: 14 }, x: 0, xanchor: "left", pad: { l: 8 } },
-      height: 90 + names.length * ROW_PX, margin: { t: 36, r: 8, b: 30, l: 8 }, plot_bgcolor: "#d9d9d9",
-      xaxis: { type: "date", fixedrange: true }, uirevision: "live", datarevision: this.revision,
-      yaxis: { autorange: "reversed", automargin: true, fixedrange: true, tickvals: names, ticktext: labels,
-        tickfont: { size: 11 } },
-      shapes: found < 0 ? [] : [{ type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: found - 0.5,
-        y1: found + 0.5, line: { color: BUSIEST, width: 2 } }],
-    }, CONFIG);
+    const labels = view.rows.map((row, i) => `${i === found ? "▶ " : ""}${row.name}${row.offline ? " (offline)" : ""}`);
+    if (labels.join("\n") !== this.shaped) {
+      this.shaped = labels.join("\n");
+      this.layout = shape(names, labels, found);
+    }
+    Plotly.react(this.element, [trace], this.layout, CONFIG);
   }
+}
+
+// The strip's frame: laptops top to bottom, the busiest outlined.
+function shape(names, labels, found) {
+  // A margin wide enough for the longest label, fixed: plotly's automargin lays the chart out twice a draw.
+  const left = 12 + LABEL_PX * Math.max(4, ...labels.map((label) => label.length));
+  return {
+    height: 50 + names.length * ROW_PX, margin: { t: 6, r: 8, b: 30, l: left }, plot_bgcolor: "#d9d9d9",
+    xaxis: { type: "date", fixedrange: true }, uirevision: "live",
+    yaxis: { autorange: "reversed", fixedrange: true, tickvals: names, ticktext: labels, tickfont: { size: 11 } },
+    shapes: found < 0 ? [] : [{ type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: found - 0.5,
+      y1: found + 0.5, line: { color: BUSIEST, width: 2 } }],
+  };
 }

@@ -21,7 +21,8 @@ STRIP = """(metric) => { const strip = document.querySelector(`#heat-strip [data
   const newest = trace.z.map((row) => { for (let i = row.length - 1; i >= 0; i--) if (row[i] !== null) return row[i];
     return null; });
   return { names: trace.y, labels: strip.layout.yaxis.ticktext, newest, now: trace.z.map((row) => row[row.length - 1]),
-           title: strip.layout.title.text, outlined: strip.layout.shapes.map((s) => (s.y0 + s.y1) / 2) }; }"""
+           title: document.querySelector(`[data-caption=${metric}]`).textContent,
+           outlined: strip.layout.shapes.map((s) => (s.y0 + s.y1) / 2) }; }"""
 
 
 def tell(event: str, payload: dict) -> None:
