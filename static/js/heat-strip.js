@@ -120,7 +120,7 @@ function shape(names, labels, found) {
   const left = 12 + LABEL_PX * Math.max(4, ...labels.map((label) => label.length));
   return {
     height: 50 + names.length * ROW_PX, margin: { t: 6, r: 8, b: 30, l: left }, plot_bgcolor: "#d9d9d9",
-    xaxis: { type: "date", fixedrange: true }, uirevision: "live",
+    xaxis: { type: "date", fixedrange: true, tickformat: "%H:%M" }, uirevision: "live",
     yaxis: { autorange: "reversed", fixedrange: true, tickvals: names, ticktext: labels, tickfont: { size: 11 } },
     shapes: found < 0 ? [] : [{ type: "rect", xref: "paper", x0: 0, x1: 1, yref: "y", y0: found - 0.5,
       y1: found + 0.5, line: { color: BUSIEST, width: 2 } }],
