@@ -174,13 +174,16 @@ def one_visit(chromium, side: str, port: int, cookie: str, seconds: int, profile
     if profile:  # a JS profile from navigation on: which of the page's own functions hold its main thread
         cdp.send("Profiler.enable")
         cdp.send("Profiler.start")
+    loading = renderer_cpu(chromium)
     page.goto(base + "/", wait_until="commit")
     try:
         page.wait_for_function(f"() => ({SHOWN})({NEWEST[side]})", timeout=60_000, polling=50)
         first_chart_ms = page.evaluate("() => performance.now()")
+        first_chart_cpu = spent(loading, renderer_cpu(chromium))
     except Exception:  # noqa: BLE001 (a page that never shows data is a result too)
-        first_chart_ms = None
-    visit = {"first_chart_ms": first_chart_ms, "moved": [], "age": [], "call_ms": [], "long_tasks": 0.0}
+        first_chart_ms = first_chart_cpu = None
+    visit = {"first_chart_ms": first_chart_ms, "first_chart_cpu": first_chart_cpu, "moved": [], "age": [],
+             "call_ms": [], "long_tasks": 0.0}
     busy_from, wall_from, cpu_from = task_seconds(cdp), time.monotonic(), renderer_cpu(chromium)
     previous: dict = {}
     while time.monotonic() - wall_from < seconds:
@@ -197,7 +200,7 @@ def one_visit(chromium, side: str, port: int, cookie: str, seconds: int, profile
         time.sleep(max(0.0, 1 - (time.monotonic() - asked)))
     elapsed = time.monotonic() - wall_from
     visit["busy"] = (task_seconds(cdp) - busy_from) / elapsed
-    visit["renderer"] = (renderer_cpu(chromium) - cpu_from) / elapsed
+    visit["renderer"] = spent(cpu_from, renderer_cpu(chromium)) / elapsed
     visit["laptops_shown"] = len(previous)
     if profile:
         visit["own_code"] = own_code(cdp.send("Profiler.stop")["profile"])
@@ -231,13 +234,18 @@ def own_code(profile: dict) -> dict[str, float]:
 SESSIONS: dict = {}  # a browser's own CDP session
 
 
-def renderer_cpu(chromium) -> float:
+def renderer_cpu(chromium) -> dict[int, float]:
     """CPU seconds of every renderer (one page is open at a time): unlike a task's duration, not counting time
     the thread waited for a core, which on a busy machine is most of it."""
     if chromium not in SESSIONS:
         SESSIONS[chromium] = chromium.new_browser_cdp_session()
     processes = SESSIONS[chromium].send("SystemInfo.getProcessInfo")["processInfo"]
-    return sum(p["cpuTime"] for p in processes if p["type"] == "renderer")
+    return {p["id"]: p["cpuTime"] for p in processes if p["type"] == "renderer"}
+
+
+def spent(since: dict, now: dict) -> float:
+    """CPU seconds the renderers now alive used since `since` (a page's renderer may start or end between)."""
+    return sum(cpu - since.get(pid, 0.0) for pid, cpu in now.items())
 
 
 def task_seconds(cdp) -> float:
@@ -274,6 +282,8 @@ def report(results: dict, collector_cpu: float, args) -> None:
 
     rows = {
         "first chart shows data (median)": first,
+        "renderer CPU until the first chart (median)": lambda v: "never" if None in [x["first_chart_cpu"] for x in v]
+        else f"{median(v, 'first_chart_cpu'):.2f} s",
         "page's renderer CPU, % of one core": lambda v: f"{100 * median(v, 'renderer'):.0f} %",
         "main thread in tasks (wall time), % of the window": lambda v: f"{100 * median(v, 'busy'):.0f} %",
         "in long tasks since navigation": lambda v: f"{100 * median(v, 'long_tasks'):.0f} %",
