@@ -40,18 +40,14 @@ function draw() {
   root.querySelector(".memory-note").textContent = memoryNote(view);
 }
 
-// The strip says memory as a share of each laptop's RAM (laptops differ); the note says it in GiB for the fullest.
+// The strip says memory as a share of each laptop's RAM (laptops differ); the note says it in GiB for the laptop
+// the memory strip calls the busiest.
 function memoryNote(view) {
-  let fullest = null;
-  view.rows.forEach((row, i) => {
-    const sample = view.cells[i][view.cells[i].length - 1];
-    if (sample && sample.ram_total && (!fullest || sample.ram_used / sample.ram_total > fullest.share)) {
-      fullest = { name: row.name, share: sample.ram_used / sample.ram_total, sample };
-    }
-  });
-  if (!fullest) return "";
-  const { name, sample } = fullest;
-  return `Fullest memory: ${name}, ${(sample.ram_used / GiB).toFixed(1)} of ${(sample.ram_total / GiB).toFixed(1)} GiB.`;
+  const found = strips[1].found;
+  const sample = found < 0 ? null : view.cells[found].filter(Boolean).pop();
+  if (!sample || !sample.ram_total) return "";
+  const [used, total] = [sample.ram_used / GiB, sample.ram_total / GiB];
+  return `Fullest memory: ${view.rows[found].name}, ${used.toFixed(1)} of ${total.toFixed(1)} GiB.`;
 }
 
 // Live first, so nothing sent while the history loads is lost; both only store, and `draw` shows them.

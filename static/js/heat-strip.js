@@ -87,13 +87,14 @@ export class HeatStrip {
   // caption: the element above the strip that names its busiest laptop (page text, not the chart's title:
   // a layout that changes makes plotly redraw the whole chart, where new data alone costs half as much).
   constructor(element, caption, { title, value, say, hover, zmax = null }) {
-    Object.assign(this, { element, caption, title, value, say, hover, zmax, layout: null, shaped: "" });
+    Object.assign(this, { element, caption, title, value, say, hover, zmax, layout: null, shaped: "", found: -1 });
   }
 
   draw(view) {
     const names = view.rows.map((row) => row.name);
     const z = view.cells.map((cells) => cells.map((sample) => (sample ? this.value(sample) : null)));
     const found = busiest(z);
+    this.found = found;
     const now = found < 0 ? null : z[found][z[found].length - 1];
     this.caption.textContent = now === null ? `${this.title}: no sample lately`
       : `${this.title} · busiest ${names[found]}: ${this.say(now)}`;
