@@ -9,6 +9,7 @@ import time
 from clusterpanel.broadcast import broadcast
 from nodes import metrics
 from nodes.models import Node, NodeStatus
+from tests.a11y import violations
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
 
@@ -90,6 +91,7 @@ def test_every_laptop_has_a_row_in_natural_order_moving_live_with_the_busiest_ca
         assert strip["title"] == "CPU · busiest lab-2: 90 %"
         assert strip["labels"][1] == "▶ lab-2" and strip["labels"][-1] == f"lab-{LAPTOPS}"
         assert "Fullest memory: lab-1, 1.0 of 4.0 GiB." == page.inner_text("#heat-strip .memory-note")
+        assert violations(page) == []
 
 
 def test_an_offline_laptops_row_says_so_and_stops_until_it_is_back(alice, web_server):
