@@ -1,5 +1,6 @@
 """A deployment over 39 laptops reads on a laptop screen and a phone: its laptops in pipeline order, each with its
-run of layers, the bottleneck laptop called out in words and in its row, and nothing wider than the screen."""
+run of layers, the bottleneck laptop called out in words and in its row, nothing wider than the screen, and
+nothing an accessibility check finds."""
 
 import re
 from pathlib import Path
@@ -11,6 +12,7 @@ from models_app import planner
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel, ModelStatus
 from models_app.planning import as_record
 from nodes.models import Node, NodeStatus
+from tests.a11y import violations
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
 
@@ -79,4 +81,5 @@ def test_it_lists_the_pipeline_with_layer_ranges_and_calls_out_the_bottleneck(db
         assert page.locator(".split-raw").inner_text().startswith("As llama.cpp takes it: n_gpu_layers=81")
         page.wait_for_function("(width) => document.documentElement.scrollWidth <= width", arg=width)
         page.wait_for_function("() => document.querySelectorAll('#plan-charts .main-svg').length > 0")
+        assert violations(page) == []
         page.screenshot(path=SHOTS / f"deployment-39{'' if size == 'desktop' else '-phone'}.png", full_page=True)
