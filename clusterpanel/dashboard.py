@@ -8,10 +8,11 @@ from django.db.models import Count, Q
 from django.urls import reverse
 from django.utils import timezone
 
+from clusterpanel.natural import natural_sorted
 from jobs.models import Job, JobStatus
 from models_app.activity import engine_load
 from models_app.models import Deployment, DeploymentStage
-from nodes.models import ActionStatus, NodeAction
+from nodes.models import ActionStatus, Node, NodeAction
 
 SHOWN_USERS = 5
 
@@ -81,6 +82,15 @@ def held_layers() -> dict[int, list[str]]:
         held.setdefault(stage.node_id, []).append(
             f"{stage.deployment.model.name} #{stage.deployment_id}: {stage.layers_held()}")
     return held
+
+
+def laptops() -> list:
+    """Every laptop in natural order (hid5-2 before hid5-10), each with `held`: what it holds (held_layers)."""
+    held = held_layers()
+    nodes = natural_sorted(Node.objects.all(), key=lambda node: node.name)
+    for node in nodes:
+        node.held = held.get(node.pk, [])
+    return nodes
 
 
 def own_work(user) -> dict:

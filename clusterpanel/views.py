@@ -16,15 +16,10 @@ def landing(request: HttpRequest) -> HttpResponse:
 
 def home(request: HttpRequest) -> HttpResponse:
     from clusterpanel import dashboard
-    from nodes.models import Node
 
     if not request.user.is_lab_admin:
         return render(request, "home_user.html", dashboard.own_work(request.user))
-    held = dashboard.held_layers()
-    nodes = list(Node.objects.all())
-    for node in nodes:
-        node.held = held.get(node.pk, [])
-    return render(request, "home.html", {"nodes": nodes, "deployments": dashboard.deployment_rows(),
+    return render(request, "home.html", {"nodes": dashboard.laptops(), "deployments": dashboard.deployment_rows(),
                                          "failures": dashboard.recent_failures()})
 
 

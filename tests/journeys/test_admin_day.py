@@ -32,8 +32,9 @@ WIDER = """(width) => [...document.querySelectorAll("*")].filter((e) => e.getBou
   || e.scrollWidth > e.clientWidth + 1)
   .map((e) => `${e.tagName.toLowerCase()}${e.id ? "#" + e.id : ""}${e.className ? "." + e.className : ""}`)
   .slice(0, 6)"""
-CHARTED = """(names) => { const chart = document.querySelector("#cluster-charts [data-chart=cpu]");
-  const drawn = (chart && chart.data || []).filter((trace) => trace.x.length > 2).map((trace) => trace.name);
+CHARTED = """(names) => { const strip = document.querySelector("#heat-strip [data-strip=cpu]");
+  const trace = strip && strip.data && strip.data[0]; if (!trace) return false;
+  const drawn = trace.y.filter((name, row) => trace.z[row].filter((v) => v !== null).length > 2);
   return names.every((name) => drawn.includes(name)); }"""
 SIZES = {"desktop": (1440, 900), "phone": (390, 844)}
 SHOTS = ROOT / "docs" / "screenshots"
