@@ -8,7 +8,7 @@ from django.conf import settings
 from django.db.models import OuterRef, Prefetch, Subquery
 
 from clusterpanel.natural import natural_key, natural_sorted
-from models_app import fit, planner
+from models_app import fit, plan_words, planner
 from models_app.models import Deployment, DeploymentStage, GgufModel
 from nodes import runtime
 from nodes.models import LinkCheck, Node, Probe
@@ -53,19 +53,25 @@ def latest_of(model):
     return model.objects.filter(pk=Subquery(newest))
 
 
-def machines_for(nodes: list[Node], replacing: Deployment | None = None) -> list[planner.Machine]:
-    """The laptops as the planner sees them, in the order given, read in four queries whatever their number
-    (three queries per laptop and mode made a plan over 39 laptops wait on the database)."""
+def read_machines(nodes: list[Node], replacing: Deployment | None = None) -> list[planner.Machine | None]:
+    """The laptops as the planner sees them (None: not probed yet), in the order given, read in four queries
+    whatever their number (three queries per laptop and mode made a plan over 39 laptops wait on the database)."""
     latest = (Prefetch("probes", queryset=latest_of(Probe)), Prefetch("link_checks", queryset=latest_of(LinkCheck)))
     fresh = Node.objects.prefetch_related(*latest).in_bulk([node.pk for node in nodes])
     claimed = claimed_bytes(nodes, replacing)
     machines = []
     for node in (fresh.get(node.pk, node) for node in nodes):
         usable = node.usable_bytes()
-        if usable is None:
-            raise PlanningError(f"{node} has not been probed yet; probe it first.")
-        machines.append(planner.Machine(node.name, max(usable - claimed[node.pk], 0),
-                                        node.speed_gb_s or DEFAULT_SPEED_GB_S, hop_seconds(node)))
+        machines.append(None if usable is None else planner.Machine(
+            node.name, max(usable - claimed[node.pk], 0), node.speed_gb_s or DEFAULT_SPEED_GB_S, hop_seconds(node)))
+    return machines
+
+
+def machines_for(nodes: list[Node], replacing: Deployment | None = None) -> list[planner.Machine]:
+    machines = read_machines(nodes, replacing)
+    unprobed = next((node for node, machine in zip(nodes, machines, strict=True) if machine is None), None)
+    if unprobed is not None:
+        raise PlanningError(f"{unprobed} has not been probed yet; probe it first.")
     return machines
 
 
@@ -75,13 +81,13 @@ def limit_words() -> str:
 
 def best_within_limit(nodes: list[Node], named: list[str]) -> tuple[list[Node], list[Node]]:
     """When more laptops are offered than one model can span: those named first, then the fastest, then the
-    roomiest, up to the limit, kept in the order given; and those left out."""
+    roomiest (the unprobed last), up to the limit, kept in the order given; and those left out."""
     if len(nodes) <= runtime.MAX_LAPTOPS:
         return nodes, []
-    machines = dict(zip((node.pk for node in nodes), machines_for(nodes), strict=True))
+    machines = dict(zip((node.pk for node in nodes), read_machines(nodes), strict=True))
 
     def rank(node: Node) -> tuple:
-        machine = machines[node.pk]
+        machine = machines[node.pk] or planner.Machine(node.name, -1, 0.0)
         return (node.name not in named, -machine.bandwidth_gb_s, -machine.usable_bytes, natural_key(node.name))
 
     kept = {node.pk for node in sorted(nodes, key=rank)[:runtime.MAX_LAPTOPS]}
@@ -128,13 +134,17 @@ def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastes
 
 
 def as_record(plan: planner.Plan) -> dict:
-    return {
+    n_layer = sum(stage.count for stage in plan.stages) - 1
+    record = {
         "mode": plan.mode, "n_gpu_layers": plan.n_gpu_layers, "tensor_split": list(plan.tensor_split),
         "ctx": plan.ctx, "slots": plan.slots, "kv_cache": plan.kv_cache,
         "tokens_per_second": round(plan.tokens_per_second, 2), "bottleneck": plan.bottleneck,
         "stages": [{"machine": s.machine.name, "first": s.first, "count": s.count, "memory": asdict(s.memory),
-                    "usable": s.machine.usable_bytes} for s in plan.stages],
+                    "usable": s.machine.usable_bytes, "layers": plan_words.layers(s.first, s.count, n_layer),
+                    "seconds": planner.stage_seconds(s.memory, s.machine, s.count > 0 and i > 0, plan.slots)}
+                   for i, s in enumerate(plan.stages)],
     }
+    return {**record, "bottleneck_said": plan_words.bottleneck(record), "spread": plan_words.spread(record)}
 
 
 def people_at_once(record: dict) -> str:
