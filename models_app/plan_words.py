@@ -1,5 +1,7 @@
 """A plan in words: which layers a machine holds, and which machine holds the pipeline back."""
 
+LISTED_UP_TO = 8  # machines named one by one in a line; past that a line of 39 names reads as noise
+
 
 def layers(first: int, count: int, n_layer: int) -> str:
     """"layers 40–41", "layer 7", "layers 78–79 and the output layer", "the output layer", "no layers"."""
@@ -27,13 +29,16 @@ def bottleneck(record: dict) -> str:
 
 
 def spread(record: dict) -> str:
-    """The modes table's line for a plan: "39 laptops, 2–3 layers each", the head's part when it holds some."""
-    laptops = [stage["count"] for stage in record["stages"][1:] if stage["count"]]
-    each = f"{min(laptops)}" if len(set(laptops)) == 1 else f"{min(laptops)}–{max(laptops)}"
-    said = f"{len(laptops)} laptop{'s' if len(laptops) != 1 else ''}, {each} layer{'s' if each != '1' else ''} each" \
-        if laptops else "no laptop"
+    """The modes table's line for a plan: each holder and its layers ("lab-3 4 · lab-1 5") while they are few;
+    past that a summary ("39 laptops, 2–3 layers each"), the split being in its own table."""
+    holders = [(stage["machine"], stage["count"]) for stage in record["stages"] if stage["count"]]
+    if len(holders) <= LISTED_UP_TO:
+        return " · ".join(f"{machine} {count}" for machine, count in holders)
+    laptops = [count for machine, count in holders if machine != "head"]
+    each = f"{min(laptops)} layer" if min(laptops) == max(laptops) == 1 else \
+        f"{min(laptops)} layers" if min(laptops) == max(laptops) else f"{min(laptops)}–{max(laptops)} layers"
     head = record["stages"][0]["count"]
-    return f"{said}; the head {head}" if head else said
+    return f"{len(laptops)} laptops, {each} each" + (f"; the head {head}" if head else "")
 
 
 def split_rows(record: dict) -> list[dict]:
