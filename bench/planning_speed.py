@@ -129,17 +129,20 @@ def measure(sizes: list[int]) -> dict:
         for mode in MODES:
             for surface, run in (("api", by_api), ("page", by_page), ("command", by_command)):
                 started = time.perf_counter()
-                timings[f"{size} {mode} {surface}"] = run((api, page), laptops[:size], mode) and (
-                    time.perf_counter() - started)
+                said = run((api, page), laptops[:size], mode)
+                timings[f"{size} {mode} {surface}"] = said and time.perf_counter() - started
+                if surface == "api":
+                    timings[f"{size} {mode} tokens/s"] = said
     return timings
 
 
-def by_api(clients, laptops, mode) -> bool:
+def by_api(clients, laptops, mode) -> float:
+    """The mode's predicted tokens/s, to hold the two trees' answers side by side."""
     names = [node.name for node in laptops]
     answer = clients[0].post("/api/plans/", {"model": MODEL, "nodes": names, "mode": mode}, "application/json")
     assert answer.status_code == 200 and sorted(answer.json()["nodes"]) == sorted(names), answer.content[:300]
     assert "error" not in answer.json()["modes"][mode], answer.json()["modes"][mode]
-    return True
+    return answer.json()["modes"][mode]["tokens_per_second"]
 
 
 def by_page(clients, laptops, mode) -> bool:
@@ -177,8 +180,8 @@ def report(results: dict, sizes: list[int], args) -> None:
     print(f"after: {args.rounds} rounds; before ({args.before}): {args.old_rounds} round(s), up to "
           f"{args.old_up_to} laptops; medians\n")
     print("| laptops | mode | API before | API after | ratio | page before | page after | ratio | "
-          "`manage.py plan` after |")
-    print("|--:|---|--:|--:|--:|--:|--:|--:|--:|")
+          "`manage.py plan` after | predicted tok/s before | after |")
+    print("|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|")
     for size in sizes:
         for mode in MODES:
             cells = []
@@ -187,7 +190,9 @@ def report(results: dict, sizes: list[int], args) -> None:
                 ratio = f"{new / old:.3f}" if old and new else "—"
                 cells += [shown(old), shown(new), ratio]
             command = shown(median("after", f"{size} {mode} command"))
-            print(f"| {size} | {mode} | {' | '.join(cells)} | {command} |")
+            speeds = [median(side, f"{size} {mode} tokens/s") for side in ("before", "after")]
+            said = " | ".join("—" if speed is None else f"{speed:.2f}" for speed in speeds)
+            print(f"| {size} | {mode} | {' | '.join(cells)} | {command} | {said} |")
 
 
 if __name__ == "__main__":
