@@ -297,7 +297,10 @@ def orderings(laptops: list[Machine], exhaustive_up_to: int = 5, most: int | Non
         for size in range(0, most + 1):
             yield from permutations(range(len(laptops)), size)
         return
-    fastest = sorted(range(len(laptops)), key=lambda i: -laptops[i].bandwidth_gb_s)
+    # Among laptops alike in speed, the nearest first (a hop costs every token), then the roomiest: the list
+    # order alone decided it before, and a plan then changed when laptops were listed in another order.
+    fastest = sorted(range(len(laptops)), key=lambda i: (-laptops[i].bandwidth_gb_s, laptops[i].hop_s,
+                                                         -laptops[i].usable_bytes))
     for size in range(0, most + 1):
         chosen = fastest[:size]
         yield tuple(chosen)

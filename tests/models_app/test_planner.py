@@ -176,3 +176,12 @@ def test_it_mirrors_llama_cpps_placement_rule():
     assert placement(4, 5, (2, 3)) == [0, 0, 1, 1, 1]
     assert placement(4, 3, (1, 2)) == [-1, -1, 0, 1, 1]
     assert placement(4, 0, (1,)) == [-1] * 5
+
+
+def test_past_every_order_the_listing_order_does_not_change_the_plan():
+    """Laptops alike in speed, some nearer than others: the nearest are tried first however they are listed."""
+    laptops = [Machine(f"lab-{i}", 350 * MiB, 10, 0.0001 * (1 + i % 4)) for i in range(12)]
+    head = Machine("head", 80 * MiB, 20)
+    listed, reversed_ = (plan_fastest(SHAPE, head, order, SMALL) for order in (laptops, laptops[::-1]))
+    assert abs(listed.seconds_per_token - reversed_.seconds_per_token) < 1e-12
+    assert {s.machine.hop_s for s in listed.stages[1:] if s.count} == {0.0001}, "the nearest laptops hold the model"
