@@ -12,8 +12,8 @@ from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page,
 from models_app import removal
 from models_app.library import LibraryError, register_path
 from models_app.models import GgufModel
-from models_app.plan_views import MODES, PlanForm, plan_or_error
-from models_app.planning import people_at_once
+from models_app.plan_views import PlanForm, plans_for
+from models_app.planning import left_out_words, people_at_once
 from nodes.models import Node
 
 models = Router()
@@ -77,6 +77,8 @@ class PlanOut(Schema):
     chosen: str
     nodes: list[str]
     people_at_once: str | None
+    left_out: list[str] = Field(description="Ready laptops left out: more than one model can span were offered.")
+    left_out_said: str = Field(description="Why, in words; empty when none is left out.")
     modes: dict[str, dict[str, Any]] = Field(description=(
         "Each mode's plan as the Plan page shows it (stages with layers and predicted memory, tokens/s, "
         "bottleneck, n_gpu_layers, tensor_split, slots), or {\"error\": why it does not fit}."))
@@ -174,8 +176,9 @@ def plan(request: HttpRequest, payload: PlanIn):
     admin_only(request, "plan deployments")
     form = plan_form(payload)
     data, nodes = form.cleaned_data, form.chosen_nodes()
-    results = {mode: plan_or_error(data, nodes, mode) for mode in MODES}
+    results = plans_for(data, nodes)
     chosen = results[data["mode"]]
     return {"chosen": data["mode"], "nodes": [node.name for node in nodes], "modes": results,
-            "people_at_once": None if "error" in chosen else people_at_once(chosen)}
+            "people_at_once": None if "error" in chosen else people_at_once(chosen),
+            "left_out": [node.name for node in form.left_out], "left_out_said": left_out_words(form.left_out)}
 

@@ -10,10 +10,23 @@ from django.views.decorators.http import require_http_methods, require_POST
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.idfields import IdChoiceField, IdMultipleChoiceField
-from models_app import deploy, removal
+from clusterpanel.natural import natural_key
+from models_app import deploy, plan_words, removal
 from models_app.models import Deployment, DeploymentStatus, GgufModel
-from models_app.planning import MAX_SLOTS, PlanningError, as_record, make_plan, people_at_once, why_these_slots
+from models_app.planning import (
+    MAX_SLOTS,
+    PlanningError,
+    as_record,
+    best_within_limit,
+    left_out_words,
+    limit_words,
+    machines_for,
+    make_plan,
+    people_at_once,
+    why_these_slots,
+)
 from models_app.tasks import prepare_soon
+from nodes import runtime
 from nodes.models import Node, NodeStatus, ServerStatus
 
 MODES = ("fastest", "memory", "even")
@@ -42,14 +55,28 @@ class PlanForm(forms.Form):
         help_text="Laptop names separated by commas, first to last; laptops not named follow in their own order "
                   "(Laptops → Edit). The 'fastest' mode tries other orders itself.")
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        field = self.fields["nodes"]  # in pipeline order, numbers counted (hid5-2 before hid5-10)
+        field.widget.choices = [(node.pk, field.label_from_instance(node)) for node in sorted(
+            Node.objects.all(), key=lambda node: (node.pipeline_order, natural_key(node.name)))]
+        self.left_out: list[Node] = []
+
     def chosen_nodes(self) -> list[Node]:
+        """In pipeline order. Every ready laptop when none is chosen, and, when they are more than one model can
+        span, the best within the limit; `left_out` the others."""
         nodes = list(self.cleaned_data["nodes"]) or list(Node.objects.filter(status=NodeStatus.READY))
         named = self.cleaned_data.get("order_names", [])
-        return sorted(nodes, key=lambda node: (named.index(node.name) if node.name in named else len(named),
-                                               node.pipeline_order, node.name))
+        ordered = sorted(nodes, key=lambda node: (named.index(node.name) if node.name in named else len(named),
+                                                  node.pipeline_order, natural_key(node.name)))
+        kept, self.left_out = best_within_limit(ordered, named)
+        return kept
 
     def clean(self):
         data = super().clean()
+        if len(data.get("nodes") or []) > runtime.MAX_LAPTOPS:
+            self.add_error("nodes", f"{limit_words()}, and {len(data['nodes'])} were chosen: choose at most "
+                                    f"{runtime.MAX_LAPTOPS}.")
         names = [name.strip() for name in data.get("order", "").split(",") if name.strip()]
         chosen = {node.name for node in (data.get("nodes") or Node.objects.filter(status=NodeStatus.READY))}
         unknown = [name for name in names if name not in chosen]
@@ -67,21 +94,31 @@ def plan_page(request: HttpRequest) -> HttpResponse:
     context = {"form": form}
     if form.is_valid():
         data, nodes = form.cleaned_data, form.chosen_nodes()
-        results = {mode: plan_or_error(data, nodes, mode) for mode in MODES}
+        results = plans_for(data, nodes)
         chosen = results[data["mode"]]
         charts = [{"title": f"{mode}{' (chosen)' if mode == data['mode'] else ''}", "plan": plan}
                   for mode, plan in results.items() if "error" not in plan]
-        context.update(results=results, chosen=chosen, nodes=nodes, charts=charts)
+        context.update(results=results, chosen=chosen, nodes=nodes, charts=charts,
+                       left_out=left_out_words(form.left_out))
         if "error" not in chosen:
-            context["people"] = people_at_once(chosen)
+            context.update(people=people_at_once(chosen), split=plan_words.split_rows(chosen))
     return render(request, "models_app/plan.html", context)
 
 
-def plan_or_error(data: dict, nodes: list[Node], mode: str) -> dict:
+def plans_for(data: dict, nodes: list[Node]) -> dict[str, dict]:
+    """Every mode's plan over the same laptops, read from the database once."""
+    try:
+        machines = machines_for(nodes)
+    except PlanningError as exc:
+        return {mode: {"error": str(exc)} for mode in MODES}
+    return {mode: plan_or_error(data, nodes, mode, machines) for mode in MODES}
+
+
+def plan_or_error(data: dict, nodes: list[Node], mode: str, machines: list | None = None) -> dict:
     """The plan's record, with why its slots are what they are when nobody chose them; or {"error": why not}."""
     try:
         plan = make_plan(data["model"], nodes, data["ctx"], mode, head_layers=data["head_layers"],
-                         slots=data["slots"])
+                         slots=data["slots"], machines=machines)
     except PlanningError as exc:
         return {"error": str(exc)}
     return {**as_record(plan), "slots_reason": "" if data["slots"] else why_these_slots(plan.slots, plan.ctx)}
@@ -92,7 +129,8 @@ def plan_or_error(data: dict, nodes: list[Node], mode: str) -> dict:
 def create_deployment(request: HttpRequest) -> HttpResponse:
     form = PlanForm(request.POST)
     if not form.is_valid():
-        messages.error(request, "The plan's settings were not valid; plan again.")
+        said = " ".join(message for errors in form.errors.values() for message in errors)
+        messages.error(request, f"Nothing was started: {said} Plan again.")
         return redirect("models:plan")
     data = form.cleaned_data
     try:

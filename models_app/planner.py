@@ -9,8 +9,9 @@ read divided by its memory bandwidth, plus a cost per network hop; "fastest"
 minimises it subject to every machine fitting in its usable memory.
 """
 
-from dataclasses import dataclass, field, replace
-from itertools import permutations
+from collections import deque
+from dataclasses import dataclass, replace
+from itertools import accumulate, permutations
 
 MiB = 2**20
 GiB = 2**30
@@ -76,6 +77,7 @@ class Options:
     kv_bytes: int = 2  # f16 cache
     n_ubatch: int = 512
     head_may_hold_layers: bool = True
+    max_laptops: int = 64  # devices one llama.cpp context may hold besides the head's CPU, as built
     calibration: Calibration = CALIBRATION
 
     @property
@@ -139,26 +141,6 @@ class Plan:
     @property
     def kv_cache(self) -> int:
         return sum(stage.memory.kv_cache for stage in self.stages)
-
-
-@dataclass(frozen=True)
-class NoFit:
-    needed: int
-    usable: int
-    largest_ctx: int  # at the same slots
-    reasons: list[str] = field(default_factory=list)
-    slots: int = 1
-    largest_slots: int = 0  # at the same context, fewer slots that would fit
-
-    def explain(self) -> str:
-        people = f" with {self.slots} slots" if self.slots > 1 else ""
-        text = (f"The model needs {self.needed / GiB:.1f} GiB{people}; the chosen machines have "
-                f"{self.usable / GiB:.1f} GiB usable, {max(self.needed - self.usable, 0) / GiB:.1f} GiB short.")
-        if self.largest_slots:
-            text += f" With {self.largest_slots} {'slots' if self.largest_slots > 1 else 'slot'} it would fit."
-        if self.largest_ctx:
-            text += f" A context of {self.largest_ctx} tokens{people} would fit."
-        return " ".join([text, *self.reasons])
 
 
 def shape_of(meta) -> ModelShape:
@@ -239,48 +221,103 @@ def build(mode: str, shape: ModelShape, head: Machine, order: list[Machine], cou
                 slots=options.slots)
 
 
-def best_counts(shape: ModelShape, head: Machine, order: list[Machine], options: Options) -> Plan | None:
-    """Dynamic programme over split points for one ordering: the cheapest contiguous runs that fit."""
-    total, machines = shape.n_layer + 1, [head, *order]
-    best: dict[tuple[int, int], tuple[float, list[int]]] = {(0, 0): (0.0, [])}
-    for index, machine in enumerate(machines):
-        minimum = 0 if index == 0 else 1
-        most = total if index > 0 or options.head_may_hold_layers else 0
-        reached = {}
-        for (m, done), (cost, counts) in best.items():
-            if m != index:
-                continue
-            for count in range(minimum, min(most, total - done) + 1):
-                if index == len(machines) - 1 and done + count != total:
-                    continue
-                memory = stage_memory(shape, done, count, options, is_head=index == 0)
-                if memory.total > machine.usable_bytes:
-                    break  # more layers only need more memory
-                step = cost + stage_seconds(memory, machine, count > 0 and index > 0, options.slots)
-                key = (index + 1, done + count)
-                if key not in reached or step < reached[key][0]:
-                    reached[key] = (step, [*counts, count])
-        best.update(reached)
-    final = best.get((len(machines), total))
-    return build("fastest", shape, head, order, final[1], options) if final else None
+def prefix_bytes(shape: ModelShape, options: Options) -> tuple[list[int], list[int]]:
+    """Running sums over the units (each block, then the output layer): bytes held in memory, bytes one token
+    of one sequence reads. A stage's weights and KV cache are then a difference of two sums."""
+    kv = kv_bytes_per_layer(shape, options)  # a multiple of slots: a stream per slot
+    held = [*(size + kv for size in shape.layer_bytes), shape.output_bytes]
+    read = [*(size + kv // options.slots for size in shape.layer_bytes), shape.output_bytes]
+    return list(accumulate(held, initial=0)), list(accumulate(read, initial=0))
 
 
-def orderings(laptops: list[Machine], exhaustive_up_to: int = 5):
-    """Every subset in every order for a few laptops; for more, subsets of the fastest, in a few orders."""
+class Search:
+    """The fastest split for many orderings at once. A stage's time and memory are sums over its units plus a
+    constant, so for each end point the best start is the cheapest in a window of starts that fit, and a
+    window's minimum slides along in one pass: O(units) per machine, not O(units²) stage sums. Orderings that
+    share a prefix share its rows (every prefix of the fastest laptops is one pass)."""
+
+    def __init__(self, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> None:
+        self.laptops, self.total = laptops, shape.n_layer + 1
+        self.held, self.read = prefix_bytes(shape, options)
+        self.fixed = options.calibration.server_base + layer_compute_bytes(shape, options)
+        self.rows: dict[tuple[int, ...], tuple[list[float], list[int]]] = {(): self.head_row(shape, head, options)}
+
+    def head_row(self, shape: ModelShape, head: Machine, options: Options) -> tuple[list[float], list[int]]:
+        """Seconds for the head holding its embedding and 0, 1, … units (inf where it does not fit)."""
+        row = [INF] * (self.total + 1)
+        for count in range(self.total + 1 if options.head_may_hold_layers else 1):
+            memory = stage_memory(shape, 0, count, options, is_head=True)
+            if memory.total > head.usable_bytes:
+                break  # more layers only need more memory
+            row[count] = stage_seconds(memory, head, False, options.slots)
+        return row, [0] * (self.total + 1)
+
+    def row(self, order: tuple[int, ...]) -> list[float]:
+        """Least seconds with units 0..e−1 placed on the head then `order`, every laptop holding one at least."""
+        if order not in self.rows:
+            before, machine = self.row(order[:-1]), self.laptops[order[-1]]
+            self.rows[order] = self.step(before, machine)
+        return self.rows[order][0]
+
+    def step(self, before: list[float], machine: Machine) -> tuple[list[float], list[int]]:
+        rate, room = machine.bandwidth_gb_s * 1e9, machine.usable_bytes - self.fixed
+        held, read = self.held, self.read
+        row, start, window, lo = [INF] * (self.total + 1), [0] * (self.total + 1), deque(), 0
+        for end in range(1, self.total + 1):
+            value = before[end - 1] - read[end - 1] / rate
+            while window and window[-1][0] >= value:
+                window.pop()
+            window.append((value, end - 1))
+            while lo < end and held[end] - held[lo] > room:
+                lo += 1
+            while window and window[0][1] < lo:
+                window.popleft()
+            if window and window[0][0] < INF:
+                row[end], start[end] = window[0][0] + read[end] / rate + machine.hop_s, window[0][1]
+        return row, start
+
+    def counts(self, order: tuple[int, ...]) -> list[int]:
+        """The head's then each laptop's units, read back along the starts the passes chose."""
+        counts, end = [], self.total
+        for size in range(len(order), 0, -1):
+            begin = self.rows[order[:size]][1][end]
+            counts.append(end - begin)
+            end = begin
+        return [end, *reversed(counts)]
+
+
+INF = float("inf")
+
+
+def orderings(laptops: list[Machine], exhaustive_up_to: int = 5, most: int | None = None):
+    """Laptop indices: every subset in every order for a few laptops; for more, subsets of the fastest, in their
+    order and roomiest last (it holds the output). Never more than `most` laptops."""
+    most = len(laptops) if most is None else min(len(laptops), most)
     if len(laptops) <= exhaustive_up_to:
-        for size in range(0, len(laptops) + 1):
-            yield from (list(p) for p in permutations(laptops, size))
+        for size in range(0, most + 1):
+            yield from permutations(range(len(laptops)), size)
         return
-    fastest = sorted(laptops, key=lambda m: -m.bandwidth_gb_s)
-    for size in range(0, len(laptops) + 1):
+    # Among laptops alike in speed, the nearest first (a hop costs every token), then the roomiest: the list
+    # order alone decided it before, and a plan then changed when laptops were listed in another order.
+    fastest = sorted(range(len(laptops)), key=lambda i: (-laptops[i].bandwidth_gb_s, laptops[i].hop_s,
+                                                         -laptops[i].usable_bytes))
+    for size in range(0, most + 1):
         chosen = fastest[:size]
-        yield chosen
-        yield sorted(chosen, key=lambda m: m.usable_bytes)  # roomiest last: it holds the output
+        yield tuple(chosen)
+        yield tuple(sorted(chosen, key=lambda i: laptops[i].usable_bytes))
 
 
 def plan_fastest(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> Plan | None:
-    plans = (best_counts(shape, head, order, options) for order in orderings(laptops))
-    return min((plan for plan in plans if plan), key=lambda plan: plan.seconds_per_token, default=None)
+    """The fastest of the splits over the orderings considered (see `orderings`)."""
+    search = Search(shape, head, laptops, options)
+    best, best_order = INF, None
+    for order in orderings(laptops, most=options.max_laptops):
+        seconds = search.row(order)[search.total]
+        if seconds < best:
+            best, best_order = seconds, order
+    if best_order is None:
+        return None
+    return build("fastest", shape, head, [laptops[i] for i in best_order], search.counts(best_order), options)
 
 
 def proportional_counts(total: int, weights: list[float]) -> list[int]:
@@ -315,41 +352,6 @@ def plan_mode(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine
         weights = [m.usable_bytes for m in laptops] if mode == "memory" else [1.0] * len(laptops)
         counts = [0, *proportional_counts(total, weights)]
     return build(mode, shape, head, laptops, counts, options)
-
-
-def explain_no_fit(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
-                   mode: str = "fastest") -> NoFit:
-    """Why nothing fits in this mode, in numbers, counting only the machines that may hold layers."""
-    holders = laptops + ([head] if options.head_may_hold_layers else [])
-    usable = sum(m.usable_bytes for m in holders)
-    per_device = options.calibration.server_base + layer_compute_bytes(shape, options)
-    needed = (sum(shape.layer_bytes) + shape.output_bytes + kv_bytes_per_layer(shape, options) * shape.n_layer
-              + len(holders) * per_device)
-    if options.head_may_hold_layers:
-        needed += shape.token_embd_bytes + options.calibration.head_base + head_compute_bytes(shape, options)
-    largest, ctx = 0, options.ctx // 2
-    while ctx >= 256 and not largest:
-        if plan_mode(mode, shape, head, laptops, options.with_(ctx=ctx)):
-            largest = ctx
-        ctx //= 2
-    fewer = [n for n in SLOT_CHOICES if n < options.slots]
-    largest_slots = next((n for n in fewer if plan_mode(mode, shape, head, laptops, options.with_(slots=n))), 0)
-    reasons = [] if needed > usable else [
-        "There is enough memory in total, but not in the pieces: the output layer "
-        f"({shape.output_bytes / MiB:.0f} MiB) must fit on the last laptop together with its layers, and every "
-        f"laptop needs {per_device / MiB:.0f} MiB for its working memory at this context. Add a laptop with more "
-        "free memory, or use a smaller quantization."]
-    return NoFit(needed, usable, largest, reasons, options.slots, largest_slots)
-
-
-def most_slots(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
-               manual: list[int] | None = None) -> Plan | None:
-    """The plan with the most of SLOT_CHOICES slots that fits at the context asked (None: not even one)."""
-    for slots in SLOT_CHOICES:
-        found = plan_mode(mode, shape, head, laptops, options.with_(slots=slots), manual)
-        if found:
-            return found
-    return None
 
 
 def placement(n_layer: int, n_gpu_layers: int, tensor_split: tuple[int, ...]) -> list[int]:

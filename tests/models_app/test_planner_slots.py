@@ -2,17 +2,16 @@
 that of one micro-batch, the default is the most of 8, 4, 2, 1 that fit, and a plan that does not fit says
 how many slots, or how long a context, would."""
 
+from models_app.fit import explain_no_fit, most_slots
 from models_app.planner import (
     Calibration,
     Machine,
     MiB,
     ModelShape,
     Options,
-    explain_no_fit,
     head_compute_bytes,
     kv_bytes_per_layer,
     layer_compute_bytes,
-    most_slots,
     plan_mode,
     stage_memory,
 )
