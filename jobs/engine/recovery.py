@@ -64,12 +64,37 @@ def server_state(stage) -> rpcserver.ServerState | ssh.SSHError:
         return exc
 
 
-def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
-    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
+    """The interrupted jobs failed naming the laptops; what happened to those, in words."""
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
         runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
                                                    f"generation ({what}).")
+    return what
+
+
+def all_back(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> bool:
+    """When every dead laptop's rpc-server is running again (or is within comeback.BACK_WITHIN_S), nothing needs
+    planning: the jobs fail naming the laptops and are retried at once, and the engine worker whose child died
+    reloads the same plan in its next child (True). No new revision, so no new engine worker to start (seconds
+    of Python imports on a busy head) and none to stop first."""
+    stages = list(deployment.stages.select_related("node", "server"))
+    back = comeback.back_again(deployment, stages, list(dead))
+    if sorted(back) != sorted(dead):
+        return False
+    what = fail_interrupted(dead, interrupted)
+    deployment.plan = comeback.remember(deployment, deployment.plan, back)
+    deployment.save(update_fields=["plan"])
+    kept = comeback.in_words(deployment, back, [])
+    deployment.set_status(DeploymentStatus.READY, f"{', '.join(dead)} failed ({what}){kept}; the engine reloads "
+                                                  "the model.")
+    retry([job.pk for job in interrupted])
+    return True
+
+
+def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
+    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+    what = fail_interrupted(dead, interrupted)
     # The supervisor stops this engine (and this process) as soon as it sees the deployment degraded: the
     # status commits only once the recovery task is sent, or a quick supervisor left it never sent.
     try:
