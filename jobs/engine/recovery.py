@@ -30,6 +30,7 @@ from nodes import rpcserver, ssh
 from nodes.models import RpcServer
 
 log = logging.getLogger(__name__)
+NO_ANSWER = "it does not answer over SSH"
 ASK_AT_ONCE = 16  # laptops asked at once whether their rpc-server still runs
 
 
@@ -44,7 +45,7 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
     for stage, state in zip(stages, states, strict=True):
         server, node = stage.server, stage.node
         if isinstance(state, ssh.SSHError):
-            dead[node.name] = f"it does not answer over SSH ({state})"
+            dead[node.name] = f"{NO_ANSWER} ({state})"
             continue
         server.refresh_from_db()
         if not state.running:
@@ -78,6 +79,8 @@ def all_back(deployment: Deployment, dead: dict[str, str], interrupted: list[Job
     planning: the jobs fail naming the laptops and are retried at once, and the engine worker whose child died
     reloads the same plan in its next child (True). No new revision, so no new engine worker to start (seconds
     of Python imports on a busy head) and none to stop first."""
+    if any(why.startswith(NO_ANSWER) for why in dead.values()):  # not back: asking again waits out SSH's timeout
+        return False
     stages = list(deployment.stages.select_related("node", "server"))
     back = comeback.back_again(deployment, stages, list(dead))
     if sorted(back) != sorted(dead):
