@@ -1,8 +1,9 @@
 """What an engine worker's child does when it starts, before it takes a job: settle what its predecessor left.
 
-A job still RUNNING was interrupted — by a laptop whose rpc-server died (then the job fails naming it and the
-deployment is re-planned, jobs/engine/recovery.py), or by the engine itself (then the job runs again; its result was
-never stored). Then every queued job's message is sent again, since some may have died with the predecessor.
+A job still RUNNING was interrupted — by a laptop whose rpc-server died (then the job fails naming it and is
+retried: this child reloads the same plan when every such server is running again, else the deployment is
+re-planned, jobs/engine/recovery.py), or by the engine itself (then the job runs again; its result was never
+stored). Then every queued job's message is sent again, since some may have died with the predecessor.
 """
 
 from django.db import close_old_connections
@@ -23,15 +24,21 @@ def on_child_start() -> None:
     interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
     if interrupted:
         dead = recovery.dead_laptops(deployment)
-        if dead:
+        if dead and not recovery.all_back(deployment, dead, interrupted):
             runner.State.retired = True
             recovery.laptops_died(deployment, dead, interrupted)
             return
-        for job in interrupted:
-            if job.attempts >= runner.MAX_ENGINE_STOPS:
-                runner.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
-                                                           "see the engine worker's log.")
-            else:
-                queueing.requeue(job)
+        if not dead:
+            run_again(interrupted)
     messages.load_engine(deployment.pk, deployment.queue)  # loading shows before the first job
     queueing.wake_all(deployment)
+
+
+def run_again(interrupted: list[Job]) -> None:
+    """Jobs the engine itself stopped under (no laptop to blame) run again, up to MAX_ENGINE_STOPS times."""
+    for job in interrupted:
+        if job.attempts >= runner.MAX_ENGINE_STOPS:
+            runner.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
+                                                       "see the engine worker's log.")
+        else:
+            queueing.requeue(job)

@@ -4,9 +4,15 @@ Blame comes from the laptops themselves, over SSH: a laptop whose rpc-server is
 gone, or is not the process the engine loaded onto (the supervisor restarts dead
 servers within seconds, so "running again" is not "never died"), or that does
 not answer at all.
+
+Recovery, though, keeps every laptop whose rpc-server is running again by the
+time it plans (jobs/engine/comeback.py): the jobs name the laptop that failed
+them, but leaving out a laptop that serves again would move its layers onto the
+others for nothing. When every laptop is back, the plan stays as it was.
 """
 
 import logging
+from concurrent.futures import ThreadPoolExecutor
 
 from django.conf import settings
 from django.db import transaction
@@ -14,7 +20,7 @@ from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from jobs import messages
-from jobs.engine import runner
+from jobs.engine import comeback, runner
 from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
 from jobs.queue import queueing, stream
 from models_app import deploy
@@ -24,20 +30,22 @@ from nodes import rpcserver, ssh
 from nodes.models import RpcServer
 
 log = logging.getLogger(__name__)
+NO_ANSWER = "it does not answer over SSH"
+ASK_AT_ONCE = 16  # laptops asked at once whether their rpc-server still runs
 
 
 def dead_laptops(deployment: Deployment) -> dict[str, str]:
-    """Laptop name → what happened to it, for each laptop whose rpc-server is not the one the engine used."""
+    """Laptop name → what happened to it, for each laptop whose rpc-server is not the one the engine used.
+    The laptops are asked all at once: one at a time, each laptop's SSH round trip kept the failed jobs waiting."""
     loaded = deployment.engine.get("servers", {})
+    stages = [stage for stage in deployment.stages.select_related("node", "server") if stage.server]
+    with ThreadPoolExecutor(max_workers=ASK_AT_ONCE) as pool:
+        states = list(pool.map(server_state, stages))
     dead = {}
-    for stage in deployment.stages.select_related("node", "server"):
+    for stage, state in zip(stages, states, strict=True):
         server, node = stage.server, stage.node
-        if server is None:
-            continue
-        try:
-            state = rpcserver.state(node.ssh_target(), node.install_dir, server.port)
-        except ssh.SSHError as exc:
-            dead[node.name] = f"it does not answer over SSH ({exc})"
+        if isinstance(state, ssh.SSHError):
+            dead[node.name] = f"{NO_ANSWER} ({state})"
             continue
         server.refresh_from_db()
         if not state.running:
@@ -48,18 +56,55 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
     return dead
 
 
-def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
-    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+def server_state(stage) -> rpcserver.ServerState | ssh.SSHError:
+    """The stage's rpc-server as its laptop sees it, or why the laptop did not say (in a thread of its own: no
+    database here)."""
+    try:
+        return rpcserver.state(stage.node.ssh_target(), stage.node.install_dir, stage.server.port)
+    except ssh.SSHError as exc:
+        return exc
+
+
+def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
+    """The interrupted jobs failed naming the laptops; what happened to those, in words."""
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
         runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
                                                    f"generation ({what}).")
+    return what
+
+
+def all_back(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> bool:
+    """When every dead laptop's rpc-server is running again (or is within comeback.BACK_WITHIN_S), nothing needs
+    planning: the jobs fail naming the laptops and are retried at once, and the engine worker whose child died
+    reloads the same plan in its next child (True). No new revision, so no new engine worker to start (seconds
+    of Python imports on a busy head) and none to stop first."""
+    if any(why.startswith(NO_ANSWER) for why in dead.values()):  # not back: asking again waits out SSH's timeout
+        return False
+    stages = list(deployment.stages.select_related("node", "server"))
+    back = comeback.back_again(deployment, stages, list(dead))
+    if sorted(back) != sorted(dead):
+        return False
+    what = fail_interrupted(dead, interrupted)
+    deployment.plan = comeback.remember(deployment, deployment.plan, back)
+    deployment.save(update_fields=["plan"])
+    kept = comeback.in_words(deployment, back, [])
+    deployment.set_status(DeploymentStatus.READY, f"{', '.join(dead)} failed ({what}){kept}; the engine reloads "
+                                                  "the model.")
+    retry([job.pk for job in interrupted])
+    return True
+
+
+def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> None:
+    """Fail the interrupted jobs naming the laptops, mark the deployment degraded, start the re-plan."""
+    what = fail_interrupted(dead, interrupted)
     # The supervisor stops this engine (and this process) as soon as it sees the deployment degraded: the
     # status commits only once the recovery task is sent, or a quick supervisor left it never sent.
     try:
         with transaction.atomic():
             deployment.set_status(DeploymentStatus.DEGRADED,
-                                  f"{', '.join(dead)} failed ({what}). Re-planning on the laptops that are left.")
+                                  f"{', '.join(dead)} failed ({what}). Re-planning; a laptop whose rpc-server "
+                                  "runs again by then keeps its place.")
             messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
     except Exception as exc:  # no recovery comes: the jobs must not wait for a retry for ever
         not_retried(undecided([job.pk for job in interrupted]), f"Recovery could not be started ({exc}).")
@@ -80,9 +125,46 @@ def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None
 
 
 def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> bool:
-    """The deployment re-planned and ready again on the laptops left (True), or failed saying why (False)."""
+    """The deployment ready again on its laptops but those still dead (True), or failed saying why (False)."""
     stages = list(deployment.stages.select_related("node", "server"))
-    remaining = [stage.node for stage in stages if stage.node.name not in dead]
+    back = comeback.back_again(deployment, stages, dead)
+    gone = [name for name in dead if name not in back]
+    words = comeback.in_words(deployment, back, gone)
+    laptops = re_plan(deployment, stages, gone, back, words, job_ids) if gone else same_plan(deployment, back, words)
+    if laptops is None:
+        return False
+    try:
+        stages = list(deployment.stages.select_related("node"))
+        deploy.wait_for_servers(stages)
+        if gone and deployment.preseed:
+            deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
+    except deploy.DeployError as exc:
+        give_up(deployment, job_ids, str(exc))
+        return False
+    deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(laptops)} after {', '.join(dead)} "
+                                                  f"failed{words}; the engine reloads the model.")
+    return True
+
+
+def same_plan(deployment: Deployment, back: list[str], words: str) -> list[str]:
+    """Every laptop is back: the plan stays as it was (no layer moves, each laptop's cache still holds its
+    layers), and a new engine loads it. Its laptops' names, in pipeline order."""
+    with transaction.atomic():
+        deployment.plan = comeback.remember(deployment, deployment.plan, back)
+        deployment.revision += 1
+        deployment.engine = {}
+        deployment.save(update_fields=["plan", "revision", "engine"])
+    laptops = [stage.node.name for stage in deployment.stages.select_related("node").order_by("position")]
+    deploy.prepare_again(deployment, f"Keeping its plan on {', '.join(laptops)}{words}; waiting for their "
+                                     "rpc-servers.")
+    return laptops
+
+
+def re_plan(deployment: Deployment, stages, gone: list[str], back: list[str], words: str,
+            job_ids: list[int]) -> list[str] | None:
+    """A new plan on the laptops but those `gone`: its laptops' names in pipeline order, or None when the model
+    no longer fits (the deployment failed saying so)."""
+    remaining = [stage.node for stage in stages if stage.node.name not in gone]
     try:
         if not remaining:
             raise PlanningError("no laptop is left.")
@@ -90,15 +172,16 @@ def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> b
                          slots=deployment.slots)
     except PlanningError as exc:
         # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
-        give_up(deployment, job_ids, f"It no longer fits without {', '.join(dead)}: {exc}", keep_detail=True)
-        return False
+        give_up(deployment, job_ids, f"It no longer fits without {', '.join(gone)}: {exc}", keep_detail=True)
+        return None
+    laptops = [stage.machine.name for stage in plan.stages[1:]]
     with transaction.atomic():
         for stage in stages:
-            if stage.node.name in dead and stage.server:
+            if stage.node.name in gone and stage.server:
                 RpcServer.objects.filter(pk=stage.server_id).update(wanted=False)
-        kept = {stage.node.name: stage.server for stage in stages if stage.node.name not in dead}
+        kept = {stage.node.name: stage.server for stage in stages if stage.node.name not in gone}
         deployment.stages.all().delete()
-        deployment.plan = as_record(plan)
+        deployment.plan = comeback.remember(deployment, as_record(plan), back)
         deployment.revision += 1
         deployment.engine = {}
         deployment.save(update_fields=["plan", "revision", "engine"])
@@ -107,22 +190,12 @@ def bring_back(deployment: Deployment, dead: list[str], job_ids: list[int]) -> b
             deployment.stages.create(position=position, node=by_name[stage.machine.name], first_layer=stage.first,
                                      layer_count=stage.count, memory=stage.memory.__dict__,
                                      server=kept.get(stage.machine.name))
-    unused = [server for name, server in kept.items() if name not in {s.machine.name for s in plan.stages[1:]}]
-    for server in unused:
-        RpcServer.objects.filter(pk=server.pk).update(wanted=False)
-    deploy.prepare_again(deployment, f"Re-planned on {', '.join(by_name)} without {', '.join(dead)}; waiting "
-                                     "for their rpc-servers.")
-    try:
-        stages = list(deployment.stages.select_related("node"))
-        deploy.wait_for_servers(stages)
-        if deployment.preseed:
-            deploy.fill_caches(deployment, stages)  # the laptops left now hold more layers
-    except deploy.DeployError as exc:
-        give_up(deployment, job_ids, str(exc))
-        return False
-    deployment.set_status(DeploymentStatus.READY, f"Running on {', '.join(by_name)} after {', '.join(dead)} "
-                                                  "failed; the engine reloads the model.")
-    return True
+    for name, server in kept.items():
+        if name not in laptops:
+            RpcServer.objects.filter(pk=server.pk).update(wanted=False)
+    deploy.prepare_again(deployment, f"Re-planned on {', '.join(laptops)} without {', '.join(gone)}{words}; "
+                                     "waiting for their rpc-servers.")
+    return laptops
 
 
 def give_up(deployment: Deployment, job_ids: list[int], why: str, keep_detail: bool = False) -> None:

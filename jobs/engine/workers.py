@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 STOP_WITHIN_S = 10
 STALLED_S = 30  # jobs waiting this long with nothing running and no message get one (jobs/queue/queueing.py)
 MAX_BACKOFF_S = 60
+# ggml aborts the engine when a laptop's rpc-server dies mid-answer, and first has gdb print its backtrace: 5.7 s
+# on a busy 2-core head, with every job waiting for the abort to be told and retried. Its own message ("Remote
+# RPC server crashed ...") still reaches the engine's log.
+NO_BACKTRACE = {"GGML_NO_BACKTRACE": "1"}
 
 
 class Engines:
@@ -74,7 +78,7 @@ class Engines:
         argv = [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--queues", f"engine.{pk}",
                 "--concurrency", "1", "--pool", "prefork", "--hostname", f"engine-{pk}-r{revision}@%h",
                 "--without-gossip", "--without-mingle", "--loglevel", "INFO"]
-        env = {**os.environ, ENV_DEPLOYMENT: str(pk), ENV_REVISION: str(revision)}
+        env = {**os.environ, ENV_DEPLOYMENT: str(pk), ENV_REVISION: str(revision), **NO_BACKTRACE}
         with open(logs / f"engine-{pk}.log", "ab") as out:
             worker = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
                                       start_new_session=True)

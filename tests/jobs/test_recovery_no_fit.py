@@ -1,5 +1,10 @@
 """A laptop dies and the model no longer fits on the laptops left: the job and the deployment say so, with
-the planner's numbers; nothing is retried and the deployment stops, giving its laptops' memory back."""
+the planner's numbers; nothing is retried and the deployment stops, giving its laptops' memory back. (Its
+rpc-server cannot come back: its runtime is gone, so the supervisor cannot restart it, and the re-plan must do
+without it.)"""
+
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import pytest
 
@@ -9,7 +14,7 @@ from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes import ssh
-from nodes.models import ActionKind
+from nodes.models import ActionKind, Node
 from tests.conftest import wait_until
 from tests.jobs.cluster import chat, end_engines, engine_ready
 from tests.nodes.laptops import register_all
@@ -34,12 +39,25 @@ def tight_cluster(lan, transactional_db, supervisor, bob):
     end_engines()
 
 
+@contextmanager
+def runtime_away(node: Node) -> Iterator[None]:
+    """The laptop's runtime moved aside, so that the supervisor cannot restart its rpc-server; put back after (the
+    simulated laptops serve the next tests)."""
+    runtime = ssh.remote_path(f"{node.install_dir}/runtime")
+    ssh.sh(node.ssh_target(), 'mv -- "$1/current" "$1/away"', runtime)
+    try:
+        yield
+    finally:
+        ssh.sh(node.ssh_target(), 'mv -- "$1/away" "$1/current"', runtime)
+
+
 def test_when_the_model_no_longer_fits_the_job_and_deployment_say_why(tight_cluster, bob, celery_worker):
     job = chat(tight_cluster, bob, "Write a long story about a laptop.", max_tokens=2000)
     wait_until(lambda: len(queueing.stream.kept(job.pk)) > 5, 60, "generation under way")
     victim = tight_cluster.stages.select_related("node", "server").get(position=0)
-    ssh.run(victim.node.ssh_target(), ["kill", "-9", str(victim.server.pid)])
-    wait_until(lambda: "Not retried" in Job.objects.get(pk=job.pk).error, 120, "the job to say it was not retried")
+    with runtime_away(victim.node):
+        ssh.run(victim.node.ssh_target(), ["kill", "-9", str(victim.server.pid)])
+        wait_until(lambda: "Not retried" in Job.objects.get(pk=job.pk).error, 120, "the job to say it was not retried")
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and victim.node.name in job.error
     assert "no longer fits" in job.error and "GiB" in job.error
