@@ -174,7 +174,9 @@ def test_a_lab_of_many_laptops_through_the_panels_doors(shelf, web_server, alice
     assert retry.status == "succeeded" and retry.completion_tokens > 0, retry.error
     steps.done("the retried answer")
     after = admin.get(f"/api/deployments/{pk}/").json()
-    assert after["status"] == "ready" and len(after["stages"]) >= LAPTOPS - 1, after
+    assert after["status"] == "ready" and len(after["stages"]) == LAPTOPS, after["status_detail"]
+    assert victim.node.name in {s["laptop"] for s in after["stages"]}, \
+        "the laptop whose rpc-server the supervisor brought back keeps its layers"
 
     assert admin.post(f"/api/deployments/{pk}/stop/").json()["status"] == "stopped"
     wait_until(lambda: not rpc_servers_running(shelf), 120, "every rpc-server to end")
