@@ -149,6 +149,7 @@ def test_a_lab_of_many_laptops_through_the_panels_doors(shelf, web_server, alice
     steps.done("verify against the head alone")
     if SHOTS:
         photograph(web_server, pk, wanted)
+        steps.done("photograph the pages")
 
     client = openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "c")[1], max_retries=0,
                            timeout=900)
