@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from bench.llama_sizes import llama_says, local_rpc_servers  # noqa: E402
 from bench.sparse_gguf import MODELS, write_sparse  # noqa: E402
-from models_app import planner  # noqa: E402
+from models_app import fit, planner  # noqa: E402
 from models_app.gguf_meta import read_metadata  # noqa: E402
 
 GiB = 2**30
@@ -207,7 +207,7 @@ def llama_check(plan: planner.Plan, path: Path, ctx: int, ports: list[int]) -> l
 
 
 def refusal_lines(shape, laptops, options) -> list[str]:
-    why = planner.explain_no_fit(shape, HEAD, laptops, options).explain()
+    why = fit.explain_no_fit(shape, HEAD, laptops, options).explain()
     return [f"Refused: {why}", "", "The even split, laptop by laptop:", "",
             *table(even_stages(shape, laptops, options), shape.n_layer)]
 
