@@ -81,6 +81,10 @@ class Node(models.Model):
     runtime = models.CharField(max_length=12, blank=True, help_text="Installed runtime bundle (sha256 prefix).")
     speed_gb_s = models.FloatField(null=True, blank=True, help_text="Effective memory bandwidth, measured.")
     speed_measured_at = models.DateTimeField(null=True, blank=True)
+    device_speeds = models.JSONField(default=dict, blank=True, help_text=(
+        "Effective bandwidth in GB/s of each device but the CPU (whose is speed_gb_s), by device name, measured."))
+    devices_off = models.JSONField(default=list, blank=True, help_text=(
+        "Names of the laptop's devices an admin keeps out of plans (e.g. a GPU that also drives the screen)."))
     memory_reserve = models.BigIntegerField(default=1 << 30, help_text="RAM kept free for the laptop's own use.")
     usable_memory = models.BigIntegerField(null=True, blank=True, help_text="Set by hand; overrides the measured.")
     pipeline_order = models.PositiveSmallIntegerField(
@@ -167,6 +171,7 @@ class ActionKind(models.TextChoices):
     STOP_RPC = "stop_rpc", "Stop rpc-server"
     NETWORK_CHECK = "network_check", "Network check"
     MEASURE_SPEED = "measure_speed", "Measure speed"
+    BUILD_RUNTIME = "build_runtime", "Build the runtime here"
     RESTART_RPC = "restart_rpc", "Restart rpc-servers"
     REMOVE = "remove", "Remove"
 

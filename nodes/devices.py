@@ -1,0 +1,79 @@
+"""The devices a laptop's runtime can compute on (its CPU, a GPU through Vulkan, CUDA or Metal), as it lists them.
+
+`ggml-rpc-server --list-devices` (scripts/llama_patches/0003-rpc-server-lists-devices.patch) prints one
+tab-separated line per device. One rpc-server serves several devices (RPC protocol 3 and later); the head
+sees each as an RPC device of its own, in the order the server was given them with `-d`.
+"""
+
+from dataclasses import asdict, dataclass
+
+from nodes import ssh
+
+# Vulkan drivers that compute on the CPU: their "video memory" is the laptop's RAM.
+SOFTWARE_RENDERERS = ("llvmpipe", "lavapipe", "swiftshader")
+LIST_TIMEOUT_S = 60.0  # a Vulkan driver may compile its pipelines cache on first use
+
+
+class DevicesError(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class Device:
+    name: str  # as ggml names it: CPU, Vulkan0, CUDA0, MTL0
+    type: str  # cpu, gpu, igpu (shares the laptop's RAM), accel, other
+    total: int
+    free: int
+    description: str
+
+    @property
+    def kind(self) -> str:
+        """The backend: cpu, vulkan, cuda, metal, … (from the name ggml gives it)."""
+        base = self.name.rstrip("0123456789").lower()
+        return {"mtl": "metal", "rocm": "hip"}.get(base, base)
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.type == "cpu"
+
+    @property
+    def host_memory(self) -> bool:
+        """Its memory is the laptop's RAM: the CPU, an integrated GPU, a software renderer."""
+        software = any(word in self.description.lower() for word in SOFTWARE_RENDERERS)
+        return self.type in ("cpu", "igpu") or software
+
+    def as_fact(self) -> dict:
+        return {**asdict(self), "kind": self.kind, "host_memory": self.host_memory}
+
+    @classmethod
+    def from_fact(cls, fact: dict) -> "Device":
+        return cls(fact["name"], fact["type"], int(fact["total"]), int(fact["free"]), fact.get("description", ""))
+
+
+CPU_ONLY = [Device("CPU", "cpu", 0, 0, "")]  # what a laptop probed before devices were listed is taken to have
+
+
+def parse(output: str) -> tuple[list[Device], str]:
+    """The devices and RPC protocol version in `--list-devices` output."""
+    devices, protocol = [], ""
+    for line in output.splitlines():
+        fields = line.split("\t")
+        if fields[0] == "device" and len(fields) >= 6 and fields[3].isdigit() and fields[4].isdigit():
+            devices.append(Device(fields[1], fields[2], int(fields[3]), int(fields[4]), "\t".join(fields[5:])))
+        elif fields[0] == "rpc-protocol" and len(fields) == 2:
+            protocol = fields[1]
+    return devices, protocol
+
+
+def list_devices(target: ssh.SSHTarget, binary: str) -> tuple[list[Device], str]:
+    """Ask the runtime at `binary` on the laptop which devices it sees; (devices, its RPC protocol version)."""
+    result = ssh.sh(target, 'bin="$1"; [ -x "$bin" ] || exit 4; exec "$bin" --list-devices',
+                    ssh.remote_path(binary), timeout=LIST_TIMEOUT_S)
+    if result.exit_status == 4:
+        raise DevicesError("The runtime is not installed on this laptop yet; install it first.")
+    found, protocol = parse(result.stdout)
+    if not found:
+        said = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [f"exit {result.exit_status}"]
+        raise DevicesError(f"The runtime on this laptop did not list its devices ({said[0]}); it may be older than "
+                           "the panel: install the runtime again.")
+    return found, protocol
