@@ -148,6 +148,9 @@ class DeploymentStage(models.Model):
     server = models.OneToOneField("nodes.RpcServer", null=True, blank=True, on_delete=models.SET_NULL,
                                   related_name="stage")
     preseed = models.JSONField(default=dict, blank=True)  # the cache copy's progress and outcome
+    # The laptop's devices holding its layers, in the order its rpc-server serves them (-d): [{"device": "Vulkan0",
+    # "first": 0, "count": 9, "memory": {...}}, ...]; empty for a stage planned before devices (its CPU alone).
+    devices = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["position"]
