@@ -4,7 +4,7 @@
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test lint setup setup-test build simlan-up simlan-down clean
+.PHONY: run test lint setup setup-test vulkan build simlan-up simlan-down clean
 
 run: setup
 	$(PY) manage.py runpanel
@@ -25,6 +25,11 @@ setup:
 
 setup-test:
 	@bash scripts/setup.sh --test
+
+# The laptops' runtime with llama.cpp's Vulkan backend, for laptops with a GPU (about 2 minutes, once);
+# `make test` does it too. Laptops installed before get it with "Install runtime".
+vulkan:
+	@bash scripts/setup.sh --vulkan
 
 # Only the llama.cpp builds (wheel + laptop runtime bundle), e.g. for CI caches.
 build:

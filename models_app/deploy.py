@@ -17,6 +17,7 @@ from django.db import IntegrityError, transaction
 from jobs.engine import oneshot
 from jobs.engine.llamacpp import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
+from models_app.planner import Plan, Stage
 from models_app.planning import PlanningError, as_record, make_plan
 from nodes import install, probe, ssh
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
@@ -39,15 +40,47 @@ def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
     """Plan and record a deployment (raises PlanningError with numbers when nothing fits). `slots`: people
     served at once; None: the most of 8, 4, 2, 1 that fit."""
     plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers, slots=slots)
-    by_name = {node.name: node for node in nodes}
     with transaction.atomic():
         deployment = Deployment.objects.create(model=model, ctx=ctx, slots=plan.slots, mode=mode,
                                                plan=as_record(plan), created_by=user, preseed=preseed)
-        for position, stage in enumerate(plan.stages[1:]):
-            DeploymentStage.objects.create(deployment=deployment, position=position,
-                                           node=by_name[stage.machine.name], first_layer=stage.first,
-                                           layer_count=stage.count, memory=stage.memory.__dict__)
+        record_stages(deployment, plan, nodes)
     return deployment
+
+
+def by_laptop(plan: Plan) -> list[tuple[str, list[Stage]]]:
+    """The plan's stages after the head, one entry per laptop in pipeline order: a laptop's devices holding
+    layers are consecutive stages (its one rpc-server serves them in that order)."""
+    laptops: list[tuple[str, list[Stage]]] = []
+    for stage in plan.stages[1:]:
+        if laptops and laptops[-1][0] == stage.machine.name:
+            laptops[-1][1].append(stage)
+        else:
+            laptops.append((stage.machine.name, [stage]))
+    return laptops
+
+
+def record_stages(deployment: Deployment, plan: Plan, nodes: list[Node],
+                  servers: dict[str, RpcServer] | None = None) -> list[str]:
+    """A DeploymentStage per laptop of `plan` (keeping the rpc-servers in `servers`, by laptop name); the laptops'
+    names in pipeline order."""
+    by_name, servers = {node.name: node for node in nodes}, servers or {}
+    for position, (name, parts) in enumerate(by_laptop(plan)):
+        memory = {field: sum(getattr(part.memory, field) for part in parts) for field in vars(parts[0].memory)}
+        devices = [{"device": getattr(part.machine, "device", "CPU"), "first": part.first, "count": part.count,
+                    "memory": vars(part.memory)} for part in parts]
+        stage = deployment.stages.create(position=position, node=by_name[name], first_layer=parts[0].first,
+                                         layer_count=sum(part.count for part in parts), memory=memory,
+                                         devices=devices, server=servers.get(name))
+        if stage.server_id:
+            serve_devices(stage)
+    return [name for name, _ in by_laptop(plan)]
+
+
+def serve_devices(stage: DeploymentStage) -> None:
+    """The stage's server serves the stage's devices: told so, and restarted if it served others."""
+    devices = [part["device"] for part in stage.devices] or ["CPU"]
+    RpcServer.objects.filter(pk=stage.server_id).exclude(devices=devices).update(devices=devices,
+                                                                                 restart_requested=True)
 
 
 def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
@@ -184,10 +217,13 @@ def runtime_problem(target: ssh.SSHTarget, install_dir: str, bundle) -> str:
 
 
 def start_server(stage: DeploymentStage) -> None:
-    """The stage's rpc-server: the one it has while that is still wanted, else a new one on a free port."""
+    """The stage's rpc-server serving the stage's devices: the one it has while that is still wanted (restarted
+    if it served other devices), else a new one on a free port."""
     if stage.server_id and RpcServer.objects.filter(pk=stage.server_id, wanted=True).exists():
+        serve_devices(stage)
         return
     server = take_port(stage.node)
+    RpcServer.objects.filter(pk=server.pk).update(devices=[part["device"] for part in stage.devices] or ["CPU"])
     # The port is free again once an earlier deployment stopped: its stage lets go of the server row.
     DeploymentStage.objects.filter(server=server).exclude(pk=stage.pk).update(server=None)
     stage.server = server
@@ -254,19 +290,20 @@ def verify_load(deployment: Deployment, stages: list[DeploymentStage], measure_p
     measured = answer.get("measured", {})
     measured["head"] = max(measured.get("head", 0) - answer["rss_before_load"], 0)
     deployment.plan = {**plan, "measured": measured, "measured_at_peak": measure_peak,
-                       "allocated": allocated_by_machine(answer.get("buffers", {}), stages)}
+                       "allocated": allocated_by_machine(answer.get("buffers", {}), stages),
+                       "allocated_by_device": answer.get("buffers", {})}
     deployment.save(update_fields=["plan"])
 
 
 def allocated_by_machine(buffers: dict[str, dict[str, int]], stages: list[DeploymentStage]) -> dict[str, dict]:
     """llama.cpp's own account of what it allocated ("RPC0[10.0.0.2:50052]" → that laptop; CPU → the head)."""
     by_endpoint = {RpcServer.objects.get(pk=stage.server_id).endpoint: stage.node.name for stage in stages}
-    found = {}
+    found: dict[str, dict] = {}
     for device, kinds in buffers.items():
         endpoint = device.partition("[")[2].rstrip("]")
         machine = "head" if device == "CPU" else by_endpoint.get(endpoint)
-        if machine:
-            found[machine] = kinds
+        if machine:  # a laptop serving several devices: their buffers add up
+            found[machine] = {kind: found.get(machine, {}).get(kind, 0) + size for kind, size in kinds.items()}
     return found
 
 

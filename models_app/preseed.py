@@ -54,7 +54,13 @@ def needed(deployment: Deployment) -> list[list[rpccache.Tensor]]:
     devices = tensor_cache.tensors_per_device(
         model_hashes(model)["tensors"], "output.weight" in model.other_tensors, model.n_layer,
         plan["n_gpu_layers"], tuple(plan["tensor_split"]))
-    return [one_per_file(found) for found in devices]
+    laptops: list[dict[str, dict]] = []  # a laptop's devices share its cache: their tensors go in one list
+    for index, (found, stage) in enumerate(zip(devices, plan["stages"][1:], strict=True)):
+        if index and stage["machine"] == plan["stages"][index]["machine"]:
+            laptops[-1].update(found)
+        else:
+            laptops.append(dict(found))
+    return [one_per_file(found) for found in laptops]
 
 
 def one_per_file(found: dict[str, dict]) -> list[rpccache.Tensor]:

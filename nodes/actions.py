@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
-from nodes import install, netcheck, probe, removal, rpcserver, serving, speed, ssh
+from nodes import devices, install, netcheck, probe, removal, rpcserver, serving, speed, ssh
 from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
@@ -47,6 +47,14 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
         raise ActionError(str(exc)) from None
     node.runtime = bundle.sha256[:12]
     node.save(update_fields=["runtime"])
+    listed = probe.runtime_devices(node.ssh_target(), node.install_dir)
+    if listed:  # what the new runtime sees joins the laptop's facts
+        stale = ("devices", "devices_error", "runtime_protocol")
+        facts = {key: value for key, value in latest_facts(action, node).items() if key not in stale}
+        Probe.objects.create(node=node, facts={**facts, **listed})
+        names = [f"{d['name']} ({d['description']}, {size(d['free'])} free)" if d["type"] != "cpu" else d["name"]
+                 for d in listed.get("devices", [])]
+        action.report("Devices: " + ", ".join(names) if names else listed.get("devices_error", ""))
     action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired,
                   sent=installed.sent, resumed_from=installed.resumed_from)
 
@@ -65,17 +73,28 @@ def do_network_check(action: NodeAction, node: Node) -> None:
 
 
 def do_measure_speed(action: NodeAction, node: Node) -> None:
+    """Each device the laptop's runtime lists, in turn: its CPU, and each GPU it can use."""
     if not node.runtime:
         raise ActionError("Install the runtime first; the speed test runs on it.")
-    action.report("Running the bundled model on the laptop for a few seconds.")
-    try:
-        result = speed.measure(node.ssh_target(), node.install_dir)
-    except (LlamaCppError, rpcserver.RpcServerError) as exc:
-        raise ActionError(f"The speed test failed: {exc}") from None
-    node.speed_gb_s, node.speed_measured_at = result["bandwidth_gb_s"], timezone.now()
-    node.save(update_fields=["speed_gb_s", "speed_measured_at"])
-    action.report(f"{result['tokens_per_s']} tokens/s on the bundled model: about {result['bandwidth_gb_s']} GB/s "
-                  "of effective memory bandwidth.", **result)
+    listed = [devices.Device.from_fact(f) for f in latest_facts(action, node).get("devices", [])] or devices.CPU_ONLY
+    measured = {}
+    for device in listed:
+        action.report(f"Running the bundled model on the laptop's {device.name} for a few seconds.")
+        try:
+            result = speed.measure(node.ssh_target(), node.install_dir, device=device.name)
+        except (LlamaCppError, rpcserver.RpcServerError) as exc:
+            raise ActionError(f"The speed test on {device.name} failed: {exc}") from None
+        measured[device.name] = result
+        if device.is_cpu:
+            node.speed_gb_s = result["bandwidth_gb_s"]
+        else:
+            node.device_speeds = {**node.device_speeds, device.name: result["bandwidth_gb_s"]}
+        node.speed_measured_at = timezone.now()
+        node.save(update_fields=["speed_gb_s", "device_speeds", "speed_measured_at"])
+    said = "; ".join(f"{name}: {r['tokens_per_s']} tokens/s, about {r['bandwidth_gb_s']} GB/s" for name, r in
+                     measured.items())
+    action.report(f"On the bundled model, {said} of effective memory bandwidth.",
+                  **(measured.get("CPU") or next(iter(measured.values()))), devices=measured)
 
 
 def do_restart_servers(action: NodeAction, node: Node) -> None:

@@ -18,6 +18,10 @@ class DevicesError(Exception):
     pass
 
 
+class NotInstalled(DevicesError):
+    pass
+
+
 @dataclass(frozen=True)
 class Device:
     name: str  # as ggml names it: CPU, Vulkan0, CUDA0, MTL0
@@ -54,7 +58,8 @@ CPU_ONLY = [Device("CPU", "cpu", 0, 0, "")]  # what a laptop probed before devic
 
 
 def parse(output: str) -> tuple[list[Device], str]:
-    """The devices and RPC protocol version in `--list-devices` output."""
+    """The devices and RPC protocol version in `--list-devices` output; GPUs first, in ggml's order, then the
+    CPU: the order a server serves them in, so a GPU laptop's GPU holds the earlier of its layers."""
     devices, protocol = [], ""
     for line in output.splitlines():
         fields = line.split("\t")
@@ -62,18 +67,58 @@ def parse(output: str) -> tuple[list[Device], str]:
             devices.append(Device(fields[1], fields[2], int(fields[3]), int(fields[4]), "\t".join(fields[5:])))
         elif fields[0] == "rpc-protocol" and len(fields) == 2:
             protocol = fields[1]
-    return devices, protocol
+    return sorted(devices, key=lambda device: device.is_cpu), protocol
 
 
-def list_devices(target: ssh.SSHTarget, binary: str) -> tuple[list[Device], str]:
-    """Ask the runtime at `binary` on the laptop which devices it sees; (devices, its RPC protocol version)."""
-    result = ssh.sh(target, 'bin="$1"; [ -x "$bin" ] || exit 4; exec "$bin" --list-devices',
-                    ssh.remote_path(binary), timeout=LIST_TIMEOUT_S)
+LIST = """
+bin="$1/bin/ggml-rpc-server"; [ -x "$bin" ] || exit 4
+unset GGML_BACKEND_PATH
+for gpu in "$1"/gpu/libggml-*.so; do [ -f "$gpu" ] && export GGML_BACKEND_PATH="$gpu"; done
+exec "$bin" --list-devices
+"""
+
+
+def list_devices(target: ssh.SSHTarget, runtime: str) -> tuple[list[Device], str]:
+    """Ask the runtime installed at `runtime` on the laptop (its bin/ggml-rpc-server, with the GPU backend in its
+    gpu/ loaded) which devices it sees; (devices, its RPC protocol version)."""
+    result = ssh.sh(target, LIST, ssh.remote_path(runtime), timeout=LIST_TIMEOUT_S)
     if result.exit_status == 4:
-        raise DevicesError("The runtime is not installed on this laptop yet; install it first.")
+        raise NotInstalled("The runtime is not installed on this laptop yet; install it first.")
     found, protocol = parse(result.stdout)
     if not found:
         said = (result.stderr.strip() or result.stdout.strip()).splitlines()[-1:] or [f"exit {result.exit_status}"]
         raise DevicesError(f"The runtime on this laptop did not list its devices ({said[0]}); it may be older than "
                            "the panel: install the runtime again.")
     return found, protocol
+
+
+def current_runtime(install_dir: str) -> str:
+    return f"{install_dir.rstrip('/')}/runtime/current"
+
+
+GPU_MAKERS = {"0x10de": "NVIDIA", "0x1002": "AMD", "0x8086": "Intel", "0x106b": "Apple"}
+VULKAN_DRIVERS = ("Debian/Ubuntu: sudo apt install libvulkan1 mesa-vulkan-drivers (AMD, Intel); NVIDIA's own driver "
+                  "package brings its Vulkan driver (Ubuntu: sudo ubuntu-drivers install)")
+
+
+def gpu_unused(facts: dict, bundle_has_vulkan: bool) -> str:
+    """Why a GPU the laptop has holds no layers, in words ("" when none is idle for a reason the panel knows)."""
+    listed = [Device.from_fact(fact) for fact in facts.get("devices", [])]
+    if any(not device.is_cpu for device in listed):
+        return ""
+    makers = sorted({GPU_MAKERS.get(vendor, "a") for vendor in facts.get("gpu_vendors", [])})
+    if facts.get("nvidia_gpus") and "NVIDIA" not in makers:
+        makers.append("NVIDIA")
+    if not makers:
+        return ""
+    gpu = f"This laptop has {' and '.join(makers)} graphics"
+    if facts.get("vulkan_loader") is False:
+        return (f"{gpu}, but no Vulkan loader (libvulkan.so.1), so the runtime can only use its CPU. Install it "
+                f"with the GPU's Vulkan driver ({VULKAN_DRIVERS}), then probe the laptop again.")
+    if not bundle_has_vulkan:
+        return (f"{gpu}, but the panel's runtime has no Vulkan backend: on the panel's machine run `make vulkan`, "
+                "then install the runtime on this laptop again.")
+    if "devices" not in facts:
+        return f"{gpu}; install the runtime and probe again to see whether it can use it."
+    return (f"{gpu}, but its Vulkan driver offers no GPU the runtime can use (no Vulkan driver for it, or one "
+            f"that only renders on the CPU). {VULKAN_DRIVERS}.")

@@ -272,6 +272,8 @@ class RpcServer(models.Model):
     pid = models.PositiveIntegerField(null=True, blank=True)
     protocol = models.CharField(max_length=20, blank=True)
     free_memory = models.BigIntegerField(null=True, blank=True, help_text="Device 0's free bytes at start.")
+    devices = models.JSONField(default=list, blank=True, help_text=(
+        "The laptop's devices it serves, in order (-d): [\"Vulkan0\", \"CPU\"]; empty: the CPU alone."))
     restarts = models.PositiveIntegerField(default=0)
     failures = models.PositiveIntegerField(default=0, help_text="Failed starts in a row, for backoff.")
     last_death = models.TextField(blank=True)

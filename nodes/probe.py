@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from nodes import ssh
+from nodes import devices, ssh
 
 SCRIPT = (Path(__file__).parent / "probe.sh").read_text()
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -18,7 +18,19 @@ def probe(target: ssh.SSHTarget, install_dir: str) -> dict:
     raw = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
     facts = parse(raw)
     facts["clock_offset_s"] = clock_offset(raw.get("clock", ""), (sent + received) / 2)
+    facts.update(runtime_devices(target, install_dir))
     return facts
+
+
+def runtime_devices(target: ssh.SSHTarget, install_dir: str) -> dict:
+    """The devices the installed runtime sees (none before the runtime is installed), or why it could not say."""
+    try:
+        found, protocol = devices.list_devices(target, devices.current_runtime(install_dir))
+    except devices.NotInstalled:
+        return {}
+    except devices.DevicesError as exc:
+        return {"devices_error": str(exc)}
+    return {"devices": [device.as_fact() for device in found], "runtime_protocol": protocol}
 
 
 def clock_offset(remote: str, local: float) -> float | None:
@@ -64,4 +76,7 @@ def parse(raw: dict) -> dict:
         "on_ac": {"1": True, "0": False}.get(raw.get("on_ac", "")),
         "battery_percent": _int(raw, "battery_percent"), "battery_status": raw.get("battery_status", ""),
         "temperature_c": temperature / 1000 if temperature else None,
+        "gpu_vendors": raw.get("gpu_vendors", "").split(),
+        "vulkan_loader": {"1": True, "0": False}.get(raw.get("vulkan_loader", "")),
+        "nvidia_gpus": [gpu.strip() for gpu in raw.get("nvidia_gpus", "").split(";") if gpu.strip()],
     }

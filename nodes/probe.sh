@@ -66,3 +66,13 @@ for supply in /sys/class/power_supply/*; do
   esac
 done
 kv temperature_mc "$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1)"
+
+# GPUs, whatever the runtime can use: the PCI vendors of display devices, a Vulkan loader, NVIDIA's tool.
+kv gpu_vendors "$(cat /sys/class/drm/card[0-9]*/device/vendor 2>/dev/null | sort -u | tr '\n' ' ')"
+if { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libvulkan\.so\.1'; then
+  kv vulkan_loader 1
+else
+  kv vulkan_loader 0
+fi
+command -v nvidia-smi >/dev/null 2>&1 && \
+  kv nvidia_gpus "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tr '\n' ';')"

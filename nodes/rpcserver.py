@@ -2,6 +2,7 @@
 
 Layout on the laptop, under the install folder:
   runtime/current/bin/ggml-rpc-server   the runtime (nodes/install.py)
+  runtime/current/gpu/libggml-*.so       its GPU backends, loaded only by a server that uses a GPU
   rpc/<port>/pid, rpc/<port>/log         one server per port (a server serves one client at a time)
   cache/rpc/                             its tensor cache (-c), shared by all its servers
 """
@@ -12,7 +13,7 @@ from dataclasses import dataclass
 from nodes import ssh
 
 START = """
-dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"
+dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"; devices="$8"; gpu="$9"
 mkdir -p -- "$dir" "$cache" || exit 3
 pid=$(cat "$dir/pid" 2>/dev/null)
 case "$pid" in ''|*[!0-9]*) ;; *) if kill -0 "$pid" 2>/dev/null; then echo "running $pid"; exit 0; fi ;; esac
@@ -21,12 +22,18 @@ case "$pid" in ''|*[!0-9]*) ;; *) if kill -0 "$pid" 2>/dev/null; then echo "runn
 [ -f "$dir/log" ] && mv -- "$dir/log" "$dir/log.1"
 rm -f -- "$dir/pid" "$dir/pid.new"
 if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCOUNT; fi
+if [ -n "$gpu" ]; then
+  [ -f "$gpu" ] || { echo "the runtime here has no $(basename "$gpu"): install the runtime again" >&2; exit 6; }
+  export GGML_BACKEND_PATH="$gpu"
+else
+  unset GGML_BACKEND_PATH
+fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
 LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
   '"$0" "$@" & echo $! > "$PIDFILE.new" && mv "$PIDFILE.new" "$PIDFILE"; wait $!
    echo "ggml-rpc-server exited with status $?"' \
-  "$bin" -H "$host" -p "$port" -t "$threads" -c > "$dir/log" 2>&1 < /dev/null &
+  "$bin" -H "$host" -p "$port" -t "$threads" -d "$devices" -c > "$dir/log" 2>&1 < /dev/null &
 for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/pid" ] && break; sleep 0.1; done
 # A laptop too busy to have written the pid within a second: "starting", the pid is learnt later.
 pid=$(cat "$dir/pid" 2>/dev/null)
@@ -72,7 +79,14 @@ class ServerState:
 
 def why_it_ended(log_tail: str) -> str:
     """The last words of a server, in plain language."""
-    for line in reversed(log_tail.splitlines()):
+    lines = log_tail.splitlines()
+    unknown = next((line.rpartition(":")[2].strip() for line in lines if line.startswith("error: unknown device:")), "")
+    if unknown:
+        listed = sorted((line.split(":", 1)[0].strip() for line in lines if line.startswith("  ") and ":" in line),
+                        key=lambda name: name == "CPU")  # the panel's order: GPUs, then the CPU
+        return (f"its device {unknown} is no longer there (the laptop now has: {', '.join(listed) or 'none'}); "
+                "probe the laptop and plan again")
+    for line in reversed(lines):
         if line.startswith(EXITED) and line.rsplit(" ", 1)[1].isdigit():
             code = int(line.rsplit(" ", 1)[1])
             if code == 137:
@@ -87,21 +101,35 @@ def folder(install_dir: str, port: int) -> str:
     return ssh.remote_path(f"{install_dir.rstrip('/')}/rpc/{port}")
 
 
+def gpu_backend(install_dir: str, devices: list[str]) -> str:
+    """The GPU backend library a server serving `devices` must load ("" for the CPU alone): the bundle's
+    Vulkan backend for Vulkan devices; a runtime built on the laptop has its backends beside the binary."""
+    if any(name.startswith("Vulkan") for name in devices):
+        return f"{install_dir.rstrip('/')}/runtime/current/gpu/libggml-vulkan.so"
+    return ""
+
+
 def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0,
-          spin_count: int | None = None) -> int | None:
+          spin_count: int | None = None, devices: list[str] | None = None) -> int | None:
     """Start (or find running) the server on `port`; its pid, or None when the laptop has not written it yet
     (the supervisor learns it from `state()` later). threads=0: one per logical core.
-    spin_count: its OpenMP threads' GOMP_SPINCOUNT (settings.RPC_SPIN_COUNT when None; 0: libgomp's default)."""
+    spin_count: its OpenMP threads' GOMP_SPINCOUNT (settings.RPC_SPIN_COUNT when None; 0: libgomp's default).
+    devices: the laptop's devices it serves, in order (the head sees each as an RPC device); None: the CPU."""
     from django.conf import settings
 
     spin_count = settings.RPC_SPIN_COUNT if spin_count is None else spin_count
     base = install_dir.rstrip("/")
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
     threads = threads or int(ssh.run(target, ["nproc"], timeout=QUICK_S).stdout.strip() or 1)
+    devices = devices or ["CPU"]
+    gpu = gpu_backend(install_dir, devices)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
-                    ssh.remote_path(f"{base}/cache"), str(int(spin_count)), timeout=QUICK_S)
+                    ssh.remote_path(f"{base}/cache"), str(int(spin_count)), ",".join(devices),
+                    ssh.remote_path(gpu) if gpu else "", timeout=QUICK_S)
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
+    if result.exit_status == 6:
+        raise RpcServerError(f"Could not start ggml-rpc-server on {', '.join(devices)}: {result.stderr.strip()}.")
     if result.exit_status != 0 or not result.stdout.split():
         raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
     return pid_in(result.stdout.split())

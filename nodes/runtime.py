@@ -33,10 +33,16 @@ class RuntimeBundle:
         return self.manifest["rpc_protocol"]
 
     @property
+    def gpu_backends(self) -> dict[str, str]:
+        """GPU backends in the bundle, loaded only by servers that use them: {"vulkan": "gpu/libggml-vulkan.so"}."""
+        return self.manifest.get("gpu_backends", {})
+
+    @property
     def summary(self) -> str:
         m = self.manifest
         return (f"llama.cpp {m['llama_cpp_commit']}, RPC protocol {m['rpc_protocol']}, "
-                f"{m['os']}/{m['arch']}, glibc ≥ {m['min_glibc']}, {m['size'] / 2**20:.1f} MiB")
+                f"{m['os']}/{m['arch']}, glibc ≥ {m['min_glibc']}, {m['size'] / 2**20:.1f} MiB"
+                + "".join(f", {name.capitalize()}" for name in self.gpu_backends))
 
     @classmethod
     def from_manifest(cls, path: Path) -> "RuntimeBundle":

@@ -15,7 +15,6 @@ import pwd
 import re
 import secrets
 import shutil
-import signal
 import stat
 import subprocess
 import time
@@ -23,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from nodes.simcpu import give_one_core, hold_to
+from nodes.simproc import is_running, kill_pids, pids_of_uid  # noqa: F401  (is_running: for the tests)
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 USER_COMMENT = "clusterpanel simlan"
@@ -222,22 +222,39 @@ class SimLan:
 
     def rekey(self, i: int) -> Laptop:
         """Give laptop `i` a new host key, as a reinstalled laptop would have, and restart its sshd."""
-        lan = self.status()
-        laptop = next(each for each in lan.laptops if each.index == i)
-        laptop_dir = self.state_dir / f"laptop{i}"
-        self.kill_pids([laptop.sshd_pid])
+        lan, laptop, laptop_dir = self.laptop(i)
         host_key = laptop_dir / "ssh_host_ed25519_key"
         host_key.unlink()
         host_key.with_suffix(".pub").unlink()
         run("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", laptop.netns, "-f", str(host_key))
-        laptop.sshd_pid = self.start_sshd(laptop.netns, laptop_dir, host_key, laptop.address, laptop.user)
-        give_one_core(i, laptop.sshd_pid)
+        self.restart_sshd(lan, laptop, laptop_dir)
         public = host_key.with_suffix(".pub").read_text().split()
         laptop.host_key = f"{public[0]} {public[1]}"
         laptop.host_key_fingerprint = ssh_fingerprint(host_key)
         self.write_known_hosts(lan)
         self.save(lan)
         return laptop
+
+    def give_vulkan_gpu(self, i: int) -> None:
+        """Laptop `i` gets a GPU through Vulkan: Mesa's lavapipe, a real Vulkan driver that computes on the CPU.
+        ggml leaves CPU-type Vulkan devices out unless GGML_VK_VISIBLE_DEVICES names them, so the laptop's sshd
+        sets it for every session (a real GPU's driver needs no setting); sshd restarts to read it."""
+        lan, laptop, laptop_dir = self.laptop(i)
+        config = laptop_dir / "sshd_config"
+        config.write_text(config.read_text() + "SetEnv GGML_VK_VISIBLE_DEVICES=0\n")
+        self.restart_sshd(lan, laptop, laptop_dir)
+        self.save(lan)
+
+    def laptop(self, i: int) -> tuple[Lan, Laptop, Path]:
+        lan = self.status()
+        return lan, next(each for each in lan.laptops if each.index == i), self.state_dir / f"laptop{i}"
+
+    def restart_sshd(self, lan: Lan, laptop: Laptop, laptop_dir: Path) -> None:
+        """With the config it has: the processes it started (rpc-servers) go on."""
+        self.kill_pids([laptop.sshd_pid])
+        laptop.sshd_pid = self.start_sshd(laptop.netns, laptop_dir, laptop_dir / "ssh_host_ed25519_key",
+                                          laptop.address, laptop.user, config_written=True)
+        give_one_core(laptop.index, laptop.sshd_pid)
 
     def cap_rate(self, tc: list[str], device: str, bits: int) -> None:
         burst = max(bits // 8 // 250, 64 * 1024)  # 4 ms of traffic, at least 64 KiB
@@ -261,9 +278,10 @@ class SimLan:
             os.chown(path, entry.pw_uid, entry.pw_gid)
         return user, password, home
 
-    def start_sshd(self, ns: str, laptop_dir: Path, host_key: Path, address: str, user: str) -> int:
+    def start_sshd(self, ns: str, laptop_dir: Path, host_key: Path, address: str, user: str,
+                   config_written: bool = False) -> int:
         config = laptop_dir / "sshd_config"
-        config.write_text("\n".join([
+        config.write_text(config.read_text() if config_written else "\n".join([
             f"ListenAddress {address}", "Port 22", f"HostKey {host_key}",
             f"PidFile {laptop_dir / 'sshd.pid'}", "AuthorizedKeysFile .ssh/authorized_keys",
             "PasswordAuthentication yes", "KbdInteractiveAuthentication no", "UsePAM no",
@@ -356,41 +374,5 @@ class SimLan:
         return [p for c in ("memory", "cpu") for p in (CGROUP_ROOT / c).glob(f"clusterpanel-{self.name}-*")
                 if re.fullmatch(rf"clusterpanel-{self.name}-\d+", p.name)]
 
-    @staticmethod
-    def pids_of_uid(uid: int) -> list[int]:
-        pids = []
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:
-                    if proc.stat().st_uid == uid:
-                        pids.append(int(proc.name))
-                except FileNotFoundError:
-                    pass
-        return pids
-
-    @staticmethod
-    def kill_pids(pids: list[int]) -> None:
-        """These processes live in this LAN's namespaces or run as its users: ours to end."""
-        for sig in (signal.SIGTERM, signal.SIGKILL):
-            alive = []
-            for pid in pids:
-                try:
-                    os.kill(pid, sig)
-                    alive.append(pid)
-                except ProcessLookupError:
-                    pass
-            deadline = time.monotonic() + 2
-            while alive and time.monotonic() < deadline:
-                alive = [p for p in alive if is_running(p)]
-                time.sleep(0.05)
-            pids = alive
-            if not pids:
-                return
-
-
-def is_running(pid: int) -> bool:
-    """Alive and not a zombie waiting for its parent to reap it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone before, or between open and read
-        return False
+    pids_of_uid = staticmethod(pids_of_uid)
+    kill_pids = staticmethod(kill_pids)

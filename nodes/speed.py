@@ -18,10 +18,11 @@ PORT = 50399
 PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>assistant\n"
 
 
-def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32) -> dict:
+def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32, device: str = "CPU") -> dict:
+    """Tokens/s and effective GB/s of one of the laptop's devices (ggml's name: CPU, Vulkan0, …)."""
     shape = shape_of(read_metadata(bundled_model_path()))
     per_token = sum(shape.layer_bytes) + shape.output_bytes  # the tied output reads a copy of the embedding
-    rpcserver.start(target, install_dir, PORT, bind="127.0.0.1")
+    rpcserver.start(target, install_dir, PORT, bind="127.0.0.1", devices=[device])
     forward = None
     try:
         forward = ssh.forward(target, PORT, free_port())

@@ -192,7 +192,7 @@ class Supervisor:
             if server.status in (ServerStatus.RUNNING, ServerStatus.STARTING) and server.pid:
                 self.record_death(server, state.log_tail)
             bind = node.host if server.direct else "127.0.0.1"
-            server.pid = rpcserver.start(target, node.install_dir, server.port, bind=bind)
+            server.pid = rpcserver.start(target, node.install_dir, server.port, bind=bind, devices=server.devices)
         if not server.direct:
             self.open_forward(server)
         hello = handshake(server.endpoint) if not state.running else None

@@ -358,6 +358,8 @@ def main() -> int:
     parser.add_argument("--cache", type=Path, default=Path(default_cache))
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     parser.add_argument("--print", choices=["wheel", "runtime"], default="wheel")
+    parser.add_argument("--vulkan", action="store_true",
+                        help="also build llama.cpp's Vulkan backend into the laptops' bundle (scripts/build_vulkan.py)")
     parser.add_argument("--llama-server", action="store_true",
                         help="only build llama.cpp's own server for the benchmarks and print its path")
     args = parser.parse_args()
@@ -366,6 +368,14 @@ def main() -> int:
             print(llama_server(args.cache, args.jobs))
             return 0
         wheel, runtime = build_all(args.cache.expanduser(), args.jobs)
+        if args.vulkan:
+            try:
+                from scripts import build_vulkan
+            except ImportError:
+                import build_vulkan
+            key = flags_key(LLAMA_CPP_CMAKE_ARGS, CPU_VARIANTS, BUNDLED_SYSTEM_LIBS, build_vulkan.CMAKE_FLAG)
+            runtime = build_vulkan.bundle_with_vulkan(runtime.parent.parent, runtime, LLAMA_CPP_CMAKE_ARGS, key,
+                                                      args.jobs)
     except sources.StepFailed as failure:
         tail = failure.log.read_text(errors="replace").splitlines()[-25:]
         print("\n".join(tail), file=sys.stderr)

@@ -6,8 +6,9 @@
 set -Eeuo pipefail
 
 cd "$(dirname "$0")/.."
-WITH_TESTS=0
-if [[ "${1:-}" == "--test" ]]; then WITH_TESTS=1; fi
+WITH_TESTS=0 WITH_VULKAN=0
+if [[ "${1:-}" == "--test" ]]; then WITH_TESTS=1 WITH_VULKAN=1; fi
+if [[ "${1:-}" == "--vulkan" ]]; then WITH_VULKAN=1; fi
 PYTHON="${PYTHON:-python3}"
 VENV=".venv"
 
@@ -29,6 +30,18 @@ declare -A PROVIDES=(
 )
 declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl
   [curl]=curl [jq]=jq)  # curl and jq: scripts/upload-model, which a test runs
+
+# The laptops' Vulkan backend (scripts/build_vulkan.py): file → package; the tests' GPU laptop uses Mesa's
+# software Vulkan driver (lavapipe).
+declare -A VULKAN_PROVIDES=([/usr/bin/glslc]=glslc [/usr/include/vulkan/vulkan.hpp]=libvulkan-dev
+  [/usr/share/cmake/SPIRV-Headers/SPIRV-HeadersConfig.cmake]=spirv-headers)
+declare -A LAVAPIPE_PROVIDES=(["/usr/share/vulkan/icd.d/lvp_icd.$(uname -m).json"]=mesa-vulkan-drivers)
+
+missing_files() {
+  local -n files=$1
+  local file
+  for file in "${!files[@]}"; do [[ -e "$file" ]] || echo "${files[$file]}"; done
+}
 
 missing_packages() {
   local -n table=$1
@@ -55,7 +68,8 @@ install_system_packages() {
   local packages
   packages=$( {
     missing_packages PROVIDES
-    if [[ $WITH_TESTS == 1 ]]; then missing_packages TEST_PROVIDES; fi
+    if [[ $WITH_TESTS == 1 ]]; then missing_packages TEST_PROVIDES; missing_files LAVAPIPE_PROVIDES; fi
+    if [[ $WITH_VULKAN == 1 ]]; then missing_files VULKAN_PROVIDES; fi
   } | sort -u | tr '\n' ' ')
   [[ -z "${packages// }" ]] && return 0
   step "Installing system packages: $packages"
@@ -158,6 +172,10 @@ step "Building llama.cpp with RPC (cached after the first time)"
 start_python_packages
 WHEEL=$("$VENV/bin/python" scripts/build_llama.py) || exit 1
 finish_python_packages "$WHEEL"
+if [[ $WITH_VULKAN == 1 ]]; then
+  step "Adding llama.cpp's Vulkan backend to the laptops' runtime (cached after the first time)"
+  "$VENV/bin/python" scripts/build_llama.py --vulkan --print runtime >/dev/null || exit 1
+fi
 step "Trying llama.cpp's CPU kernels on this machine (once per CPU and build)"
 "$VENV/bin/python" manage.py cpucheck || fail "llama.cpp cannot run on this machine's CPU (see above)"
 step "Setup complete"

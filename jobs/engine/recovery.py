@@ -174,7 +174,6 @@ def re_plan(deployment: Deployment, stages, gone: list[str], back: list[str], wo
         # Failed, not degraded: it can take no job now, and its laptops' memory is better given back.
         give_up(deployment, job_ids, f"It no longer fits without {', '.join(gone)}: {exc}", keep_detail=True)
         return None
-    laptops = [stage.machine.name for stage in plan.stages[1:]]
     with transaction.atomic():
         for stage in stages:
             if stage.node.name in gone and stage.server:
@@ -185,11 +184,7 @@ def re_plan(deployment: Deployment, stages, gone: list[str], back: list[str], wo
         deployment.revision += 1
         deployment.engine = {}
         deployment.save(update_fields=["plan", "revision", "engine"])
-        by_name = {node.name: node for node in remaining}
-        for position, stage in enumerate(plan.stages[1:]):
-            deployment.stages.create(position=position, node=by_name[stage.machine.name], first_layer=stage.first,
-                                     layer_count=stage.count, memory=stage.memory.__dict__,
-                                     server=kept.get(stage.machine.name))
+        laptops = deploy.record_stages(deployment, plan, remaining, servers=kept)
     for name, server in kept.items():
         if name not in laptops:
             RpcServer.objects.filter(pk=server.pk).update(wanted=False)

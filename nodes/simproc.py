@@ -1,0 +1,45 @@
+"""Processes of the simulated LAN: found by owner, ended by id, told apart from zombies."""
+
+import os
+import signal
+import time
+from pathlib import Path
+
+
+def pids_of_uid(uid: int) -> list[int]:
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if proc.stat().st_uid == uid:
+                    pids.append(int(proc.name))
+            except FileNotFoundError:
+                pass
+    return pids
+
+
+def kill_pids(pids: list[int]) -> None:
+    """These processes live in this LAN's namespaces or run as its users: ours to end."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        alive = []
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+                alive.append(pid)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 2
+        while alive and time.monotonic() < deadline:
+            alive = [p for p in alive if is_running(p)]
+            time.sleep(0.05)
+        pids = alive
+        if not pids:
+            return
+
+
+def is_running(pid: int) -> bool:
+    """Alive and not a zombie waiting for its parent to reap it."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone before, or between open and read
+        return False
