@@ -54,7 +54,8 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
         Probe.objects.create(node=node, facts={**facts, **listed})
         names = [f"{d['name']} ({d['description']}, {size(d['free'])} free)" if d["type"] != "cpu" else d["name"]
                  for d in listed.get("devices", [])]
-        action.report("Devices: " + ", ".join(names) if names else listed.get("devices_error", ""))
+        said = f"Devices: {', '.join(names)}." if names else listed.get("devices_error", "")
+        action.report(f"{action.message} {said}".strip())
     action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired,
                   sent=installed.sent, resumed_from=installed.resumed_from)
 
