@@ -17,11 +17,11 @@ SINGLE = ("tokens", "host", "bundle", "bundle_bytes", "bundle_sha256", "manifest
 
 
 def read_facts(work: Path) -> dict:
-    facts: dict = {"nvidia_smi": [], "skipped": [], "runs": {}}
+    facts: dict = {"nvidia_smi": [], "vulkan_says": [], "skipped": [], "runs": {}}
     for line in (work / "facts.tsv").read_text().splitlines():
         key, _, value = line.partition("\t")
-        if key == "nvidia_smi":
-            facts["nvidia_smi"].append(value)
+        if key in ("nvidia_smi", "vulkan_says"):
+            facts[key].append(value)
         elif key == "skip":
             facts["skipped"].append(value)
         elif key == "run":
@@ -91,6 +91,7 @@ def machine_rows(facts: dict) -> list[tuple[str, str]]:
                                f"RPC {manifest.get('rpc_protocol', '?')}, patches {patches}"),
         ("bundle's backends", facts.get("backends", "-")),
         ("devices its rpc-server lists", f"{devices} (by {facts.get('list_method', '-')})"),
+        ("ggml_vulkan says", " / ".join(facts["vulkan_says"]).replace(' | ', ', ') or "-"),
         ("head (client)", facts.get("head", "-")),
         ("model", facts.get("model", "-")),
     ]
