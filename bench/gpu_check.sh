@@ -4,7 +4,7 @@
 # 8 minutes, with no internet, whether or not `make setup` ran there:
 #
 #   bench/gpu_check.sh [BUNDLE.tar.gz] [--model GGUF] [--python PY] [--head-wheel WHL] [--wheels DIR] [--debs DIR]
-#                      [--gpu-device NAME] [--no-cuda-build] [--cpu-only]
+#                      [--gpu-device NAME] [--source TREE|TGZ] [--no-cuda-build] [--cpu-only]
 #
 # BUNDLE: the runtime bundle scripts/build_llama.py made (default: the newest in the build cache); its manifest
 # is read from inside it and checked against the clusterpanel-runtime.json beside it when that is there.
@@ -22,7 +22,8 @@
 # there when no libvulkan.so.1 is installed; the model in parts (--model M finds M.part-* and joins them), for a
 # copy limited in size per transfer. An NVIDIA Vulkan ICD outside the usual folders
 # (/usr/local/nvidia/share/vulkan/icd.d) is named to the loader. --gpu-device picks the rpc-server's device for
-# the GPU leg (default: its first Vulkan device whose description names NVIDIA).
+# the GPU leg (default: its first Vulkan device whose description names NVIDIA). --source is the patched llama.cpp
+# tree for the CUDA build, or a .tar.gz of it (default: the build cache's, or its sdist unpacked and patched here).
 #
 # Prints a Markdown table (bench/gpu_check_report.py) and writes its figures as JSON to $OUT/gpu_check.json
 # (else /tmp/gpu_check-<time>.json). Every step has its own time limit inside GPU_CHECK_BUDGET_S (450 s); every
@@ -35,7 +36,7 @@ TOKENS=${GPU_CHECK_TOKENS:-64}
 CLIENT_S=${GPU_CHECK_CLIENT_S:-180}
 CACHE=${CLUSTERPANEL_CACHE:-$HOME/.cache/clusterpanel}
 DEADLINE=$(($(date +%s) + BUDGET_S))
-BUNDLE="" MODEL="" PYTHON="" HEAD_WHEEL="" GPU_DEVICE="" WHEELS=$ROOT/.whl DEBS=$ROOT/.gl CUDA_BUILD=1 CPU_ONLY=0
+BUNDLE="" MODEL="" PYTHON="" HEAD_WHEEL="" GPU_DEVICE="" SOURCE="" WHEELS=$ROOT/.whl DEBS=$ROOT/.gl CUDA_BUILD=1 CPU_ONLY=0
 while (($#)); do
   case $1 in
     --model) MODEL=$2; shift ;;
@@ -44,6 +45,7 @@ while (($#)); do
     --wheels) WHEELS=$2; shift ;;
     --debs) DEBS=$2; shift ;;
     --gpu-device) GPU_DEVICE=$2; shift ;;
+    --source) SOURCE=$2; shift ;;
     --no-cuda-build) CUDA_BUILD=0 ;;
     --cpu-only) CPU_ONLY=1 ;;
     -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
@@ -355,6 +357,14 @@ run_leg() {
 # ---- optional: ggml-cuda for this GPU's architecture alone, from the same patched source --------------------
 cuda_source() {
   local key version tree
+  if [[ -d $SOURCE ]]; then echo "$SOURCE"; return; fi
+  if [[ -f $SOURCE ]]; then
+    mkdir -p "$WORK/given-src"
+    step 120 /dev/null "$WORK/untar-src.err" tar xzf "$SOURCE" -C "$WORK/given-src" || return 1
+    dirname "$(ls "$WORK"/given-src/*/ggml/CMakeLists.txt "$WORK"/given-src/ggml/CMakeLists.txt 2>/dev/null | head -1)" \
+      | sed 's|/ggml$||'
+    return
+  fi
   version=$(sed -nE 's/^llama-cpp-python==([0-9.]+).*/\1/p' "$ROOT/requirements.txt")
   key=$(cd "$ROOT" && "$HEAD_PY" -c "import sys; sys.path.insert(0, 'scripts'); import llama_source; print(llama_source.patches_key())")
   tree=$(ls -d "$CACHE/llama-cpp-python-$version/src-$key"/*/vendor/llama.cpp 2>/dev/null | head -1)
@@ -474,8 +484,12 @@ main() {
   fi
   if ((GPU == 0)); then
     note outcome "no NVIDIA GPU here: not run (the CPU leg ran, --cpu-only)"
-  elif grep -qE $'^run\t(Vulkan|CUDA)\t' "$FACTS"; then
-    note outcome "measured"
+  elif grep -qE $'^run\t(Vulkan|CUDA)' "$FACTS"; then
+    local measured
+    measured=$(grep -E $'^run\t' "$FACTS" | cut -f3 | grep -v '^CPU$' | while read -r dev; do
+      awk -F'\t' -v d="$dev" '$2 == d {printf "%s (%s) ", d, $6; found=1} END {if (!found) printf "%s ", d}' "$WORK/devices.tsv"
+    done)
+    note outcome "measured: ${measured% }"
   else
     note outcome "GPU present, not measured: $(grep $'^skip\t' "$FACTS" | tail -1 | cut -f2)"
   fi
