@@ -222,8 +222,14 @@ probe_gpu() {
     note nvidia_smi "not installed"
   fi
   ls /proc/driver/nvidia/gpus/ 2>/dev/null | grep -q . && { GPU=1; note nvidia_driver "$(head -1 /proc/driver/nvidia/version 2>/dev/null)"; }
+  LIB_DIRS=()
   vulkan_loader
   vulkan_icds
+  if ((${#LIB_DIRS[@]})); then
+    local joined
+    joined=$(IFS=:; echo "${LIB_DIRS[*]}")
+    RPC_ENV+=("LD_LIBRARY_PATH=$joined${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+  fi
   [[ -n ${NVIDIA_DRIVER_CAPABILITIES:-} ]] && note nvidia_driver_capabilities "$NVIDIA_DRIVER_CAPABILITIES"
   return 0
 }
@@ -236,7 +242,7 @@ vulkan_loader() {
     deb=$(ls "$DEBS"/libvulkan1_*.deb 2>/dev/null | head -1)
     if [[ -n $deb ]] && step 30 /dev/null "$WORK/dpkg.err" dpkg -x "$deb" "$WORK/vulkan"; then
       found=$(ls "$WORK"/vulkan/usr/lib/*/libvulkan.so.1 2>/dev/null | head -1)
-      [[ -n $found ]] && RPC_ENV+=("LD_LIBRARY_PATH=$(dirname "$found")${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}")
+      [[ -n $found ]] && LIB_DIRS+=("$(dirname "$found")")
       found="${found:-none} (from $deb)"
     fi
   fi
@@ -259,11 +265,19 @@ vulkan_icds() {
     return 0
   fi
   lib=$(sed -nE 's/.*"library_path": *"([^"]+)".*/\1/p' "$nvicd")
+  local dir
   if ldconfig -p | grep -q " ${lib##*/} " || [[ -e $lib ]]; then
     note nvidia_icd "$nvicd -> $lib (found)"
-  else
-    note nvidia_icd "$nvicd -> $lib (NOT found)"
+    return 0
   fi
+  for dir in /usr/local/nvidia/lib64 /usr/local/nvidia/lib; do
+    if [[ -e $dir/${lib##*/} ]]; then
+      LIB_DIRS+=("$dir")
+      note nvidia_icd "$nvicd -> $lib (in $dir)"
+      return 0
+    fi
+  done
+  note nvidia_icd "$nvicd -> $lib (NOT found)"
 }
 
 # ---- the head: llama-cpp-python and the model ---------------------------------------------------------------
