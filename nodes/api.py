@@ -11,7 +11,7 @@ from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, admin_only, errors, form_refusal, paged
 from clusterpanel.natural import natural_sorted
-from nodes import metrics, removal, ssh, upkeep
+from nodes import devices, metrics, removal, ssh, upkeep
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import Node
 from nodes.registration import NotConfirmed, RegistrationError, confirmed_host_key, register
@@ -57,6 +57,7 @@ class NodeChange(Input):
     pipeline_order: int | None = None
     usable_gb: float | None = Field(None, description="null: measured (free memory minus the reserve).")
     reserve_gb: float | None = None
+    devices_off: list[str] | None = Field(None, description="Device names kept out of plans, e.g. [\"Vulkan0\"].")
 
 
 class NodeOut(Schema):
@@ -88,6 +89,7 @@ class ServerOut(Schema):
     last_death: str
     endpoint: str | None
     deployment: int | None
+    devices: list[str] = Field(description="The laptop's devices it serves, in order: the head sees each as one.")
 
 
 class ActionOut(Schema):
@@ -105,7 +107,22 @@ class ActionOut(Schema):
     events: str = Field(description="Server-Sent Events of its progress until it ends.")
 
 
+class DeviceOut(Schema):
+    name: str = Field(description="ggml's name for it: CPU, Vulkan0, CUDA0, MTL0.")
+    kind: str = Field(description="cpu, vulkan, cuda, metal, …")
+    type: str = Field(description="cpu, gpu, igpu (its memory is the laptop's RAM), accel.")
+    description: str
+    total: int
+    free: int
+    host_memory: bool = Field(description="Its memory is the laptop's RAM (the CPU, an integrated GPU, a software "
+                                          "renderer): the planner counts that RAM once.")
+    speed_gb_s: float | None = Field(description="Effective bandwidth measured by Measure speed; null: not yet.")
+    in_plans: bool = Field(description="False: an admin keeps it out of plans (devices_off).")
+
+
 class NodeDetail(NodeOut):
+    devices: list[DeviceOut] = Field(description="What the laptop's runtime can compute on, GPUs first.")
+    gpu_unused: str = Field(description="Why a GPU the laptop has holds no layers, in words; empty if none is idle.")
     facts: dict[str, Any] | None = Field(description="The latest probe: CPU, cores, memory, OS, runtime.")
     probed: datetime | None
     link: dict[str, Any] | None = Field(description="The latest network check.")
@@ -134,7 +151,8 @@ def node_row(node: Node) -> dict:
 
 def node_detail(node: Node) -> dict:
     probe, link = node.probes.first(), node.link_checks.first()
-    return {**node_row(node), "facts": probe and probe.facts, "probed": probe and probe.created,
+    return {**node_row(node), "devices": devices.rows(node), "gpu_unused": devices.idle_gpu(node),
+            "facts": probe and probe.facts, "probed": probe and probe.created,
             "link": link and {**link.report, "warnings": link.warnings, "checked": link.created.isoformat()},
             "servers": [server_row(server) for server in node.rpc_servers.select_related("stage")],
             "actions": [action_row(action) for action in node.actions.all()[:10]]}

@@ -8,6 +8,7 @@ sees each as an RPC device of its own, in the order the server was given them wi
 from dataclasses import asdict, dataclass
 
 from nodes import ssh
+from nodes.runtime import RuntimeNotFound, find_bundle
 
 # Vulkan drivers that compute on the CPU: their "video memory" is the laptop's RAM.
 SOFTWARE_RENDERERS = ("llvmpipe", "lavapipe", "swiftshader")
@@ -122,3 +123,31 @@ def gpu_unused(facts: dict, bundle_has_vulkan: bool) -> str:
         return f"{gpu}; install the runtime and probe again to see whether it can use it."
     return (f"{gpu}, but its Vulkan driver offers no GPU the runtime can use (no Vulkan driver for it, or one "
             f"that only renders on the CPU). {VULKAN_DRIVERS}.")
+
+
+def listed_devices(node) -> list[Device]:
+    """A laptop's devices as its runtime last listed them; its CPU alone before that."""
+    probe = node.probes.first()
+    return [Device.from_fact(fact) for fact in (probe.facts if probe else {}).get("devices", [])] or CPU_ONLY
+
+
+def rows(node) -> list[dict]:
+    """Each device for the laptop page and the API: what it is, its memory, its measured speed, whether plans
+    may use it."""
+    found = []
+    for device in listed_devices(node):
+        speed = node.speed_gb_s if device.is_cpu else node.device_speeds.get(device.name)
+        found.append({**device.as_fact(), "speed_gb_s": speed, "in_plans": device.name not in node.devices_off})
+    return found
+
+
+def idle_gpu(node) -> str:
+    """`gpu_unused` for the laptop's latest probe, against the runtime the panel installs."""
+    probe = node.probes.first()
+    if probe is None:
+        return ""
+    try:
+        has_vulkan = "vulkan" in find_bundle().gpu_backends
+    except RuntimeNotFound:
+        has_vulkan = False
+    return gpu_unused(probe.facts, has_vulkan)

@@ -2,6 +2,7 @@ from django import forms
 from django.core import signing
 
 from nodes import ssh
+from nodes.devices import listed_devices
 from nodes.models import Node
 
 SIGNING_SALT = "clusterpanel.nodes.host-key"
@@ -101,6 +102,10 @@ class EditNodeForm(AsSent, forms.ModelForm):
     reserve_gb = forms.FloatField(
         min_value=0, max_value=1024, label="Memory reserve (GiB)",
         help_text="Kept free for the laptop's own use when the usable memory is measured.")
+    devices_off = forms.MultipleChoiceField(
+        required=False, widget=forms.CheckboxSelectMultiple, label="Devices kept out of plans",
+        help_text="Ticked devices hold no layers, e.g. a GPU that also drives the screen. The laptop's devices are "
+                  "what its runtime listed when last probed.")
 
     class Meta:
         model = Node
@@ -113,6 +118,19 @@ class EditNodeForm(AsSent, forms.ModelForm):
         node = self.instance
         self.initial.setdefault("usable_gb", round(node.usable_memory / GB, 2) if node.usable_memory else None)
         self.initial.setdefault("reserve_gb", round(node.memory_reserve / GB, 2))
+        self.initial.setdefault("devices_off", list(node.devices_off))
+        names = [device.name for device in listed_devices(node)]
+        self.fields["devices_off"].choices = [(name, name) for name in dict.fromkeys([*names, *node.devices_off])]
+        self.fields["devices_off"].error_messages["invalid_choice"] = (
+            f"%(value)s is not one of this laptop's devices ({', '.join(names)}); probe it to list them again.")
+
+    def clean_devices_off(self) -> list[str]:
+        off = self.cleaned_data["devices_off"]
+        names = [device.name for device in listed_devices(self.instance)]
+        if names and set(names) <= set(off):
+            raise forms.ValidationError("Keep at least one device in plans, or the laptop holds no layers at all; "
+                                        "to leave the laptop out, do not choose it when planning.")
+        return off
 
     def clean_install_dir(self) -> str:
         folder = self.cleaned_data["install_dir"]
@@ -123,6 +141,7 @@ class EditNodeForm(AsSent, forms.ModelForm):
         usable = self.cleaned_data.get("usable_gb")
         node.usable_memory = round(usable * GB) if usable else None
         node.memory_reserve = round(self.cleaned_data["reserve_gb"] * GB)
+        node.devices_off = self.cleaned_data.get("devices_off") or []
         if commit:
             node.save()
         return node

@@ -16,4 +16,4 @@ def server_row(server: RpcServer) -> dict:
     stage = getattr(server, "stage", None)
     return {"port": server.port, "wanted": server.wanted, "status": server.status, "pid": server.pid,
             "restarts": server.restarts, "last_death": server.last_death, "endpoint": server.endpoint,
-            "deployment": stage.deployment_id if stage else None}
+            "deployment": stage.deployment_id if stage else None, "devices": server.devices or ["CPU"]}

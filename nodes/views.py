@@ -9,7 +9,7 @@ from django.views.decorators.http import require_http_methods, require_POST
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.natural import natural_sorted
-from nodes import metrics, removal, rpcserver, serving, ssh, upkeep
+from nodes import devices, metrics, removal, rpcserver, serving, ssh, upkeep
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
 from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
@@ -74,6 +74,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "node": node, "facts": getattr(node.probes.first(), "facts", None),
         "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
         "kinds": USER_ACTIONS, "link": node.link_checks.first(),
+        "devices": devices.rows(node), "gpu_unused": devices.idle_gpu(node),
     })
 
 
