@@ -2,6 +2,11 @@
 (1 to 39 laptops, speeds and distances often alike, the head holding layers or not), every mode's plan equals
 the one recorded with the per-laptop planner of commit b807868, to the last bit of its predicted time.
 
+One difference is deliberate: in "memory" and "even" mode over more laptops than the model has layers, the old
+planner listed the laptops left with no layer as stages of their own (a 0 in tensor_split, an rpc-server holding
+nothing); a plan now holds only devices with a layer. Those empty stages are taken out of the recorded plans
+before comparing; they added nothing to a token's time, and llama.cpp put every layer on the same laptop.
+
 Recorded with `.venv/bin/python -m tests.models_app.test_planner_cpu_only_unchanged` in a tree at that commit."""
 
 import json
@@ -63,7 +68,15 @@ def test_it_plans_cpu_only_labs_exactly_as_before():
     found = sum(1 for lab in recorded for plan in lab.values() if plan)
     assert found > LABS, "the labs are not all hopeless: most modes find a plan"
     for seed, before in enumerate(recorded):
-        assert plans(seed) == before, f"lab {seed} is planned differently now"
+        assert plans(seed) == {mode: without_empty_stages(plan) for mode, plan in before.items()}, \
+            f"lab {seed} is planned differently now"
+
+
+def without_empty_stages(plan: dict | None) -> dict | None:
+    if plan is None:
+        return None
+    stages = [stage for index, stage in enumerate(plan["stages"]) if stage[2] or not index]
+    return {**plan, "stages": stages, "tensor_split": [count for count in plan["tensor_split"] if count]}
 
 
 if __name__ == "__main__":
