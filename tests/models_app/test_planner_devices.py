@@ -6,6 +6,8 @@ from itertools import permutations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from clusterpanel.units import size
+from models_app.fit import explain_no_fit
 from models_app.planner import (
     GiB,
     Machine,
@@ -13,8 +15,10 @@ from models_app.planner import (
     ModelShape,
     build,
     laptop_stages,
+    one_unit_bytes,
     plan_fastest,
     plan_mode,
+    stage_memory,
 )
 from models_app.split_search import SECOND_DEVICE_HOP, laptop_groups
 from tests.models_app.test_planner import SHAPE, SMALL, check_plan
@@ -86,6 +90,22 @@ def test_a_manual_split_gives_each_laptop_its_count_and_its_devices_share_it_fas
     assert plan_mode("manual", SHAPE, HEAD, laptops, SMALL, manual=[0, 0, 9]) is None, "a chosen laptop holds one"
 
 
+def test_when_nothing_fits_it_says_which_device_lacks_how_much():
+    laptops = gpu_laptop("gpu1", 30 * MiB, cpu_bytes=300 * MiB, description="llvmpipe (LLVM 15.0.6, 256 bits)")
+    assert plan_mode("fastest", SHAPE, HEAD, laptops, SMALL) is None
+    needs = size(one_unit_bytes(SHAPE, SMALL))
+    assert (f"gpu1's Vulkan0 (llvmpipe, 30 MiB usable) cannot hold even one layer (needs {needs}); it is left out."
+            in explain_no_fit(SHAPE, HEAD, laptops, SMALL).explain())
+    whole = stage_memory(SHAPE, 0, 9, SMALL, is_head=False).total
+    assert (f"In the even split, gpu1 would hold layers 0–7 and the output layer, needing {size(whole)} of its "
+            f"300 MiB usable ({size(whole - 300 * MiB)} short)." in explain_no_fit(SHAPE, HEAD, laptops, SMALL,
+                                                                               "even").explain())
+    tiny = [Machine("gpu2", 20 * MiB, 100, HOP, "CUDA0", "NVIDIA GeForce GT 710"), Machine("gpu2", 20 * MiB, 10, HOP)]
+    said = explain_no_fit(SHAPE, HEAD, tiny, SMALL).explain()
+    assert f"gpu2's CUDA0 (NVIDIA GeForce GT 710, 20 MiB usable) cannot hold even one layer (needs {needs})." in said
+    assert f"gpu2's CPU (20 MiB usable) cannot hold even one layer (needs {needs})." in said
+
+
 def test_it_never_uses_more_devices_than_llama_cpp_holds():
     """Past the limit an ordering is passed over whole: fewer laptops then hold the model."""
     laptops = [*gpu_laptop("gpu1", 300 * MiB, cpu_bytes=1 * GiB), *gpu_laptop("gpu2", 300 * MiB, cpu_bytes=1 * GiB)]
@@ -114,8 +134,8 @@ def splits(total: int, devices: list[Machine], head_may_hold: bool):
 
 def brute_force(shape, head, laptops, options):
     groups, best = laptop_groups(laptops), None
-    for size in range(len(groups) + 1):
-        for order in permutations(range(len(groups)), size):
+    for count in range(len(groups) + 1):
+        for order in permutations(range(len(groups)), count):
             devices = [laptops[i] for laptop in order for i in groups[laptop]]
             for counts in splits(shape.n_layer + 1, devices, options.head_may_hold_layers):
                 plan = build("brute", shape, head, devices, counts, options)
