@@ -6,7 +6,8 @@ import pytest
 
 from models_app import planner
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
-from models_app.planning import DEFAULT_SPEED_GB_S, as_record, make_plan, read_machines
+from models_app.planning import DEFAULT_SPEED_GB_S, PlanningError, as_record, make_plan, read_machines
+from nodes import runtime
 from nodes.models import Node, NodeStatus, Probe
 from tests.rows import HOST_KEY, client_for
 
@@ -102,3 +103,11 @@ def test_the_plan_page_shows_a_row_per_device(model, alice):
     rows = [row["machine"] for row in page.context["split"]]
     assert rows[:3] == ["head", "gpu1's Vulkan0", "gpu1's CPU"], rows
     assert "gpu1&#x27;s Vulkan0" in page.content.decode()
+
+
+def test_a_split_over_more_devices_than_llama_cpp_holds_is_refused_in_words(model, monkeypatch):
+    monkeypatch.setattr(runtime, "MAX_LAPTOPS", 3)
+    laptops = [laptop(f"gpu{n}", [RTX, CPU], device_speeds={"Vulkan0": 100.0}) for n in (1, 2)]
+    with pytest.raises(PlanningError, match="The even split would use 4 devices .* at most 3 besides the head"):
+        make_plan(model, laptops, 2048, "even", head=HEAD)
+    assert len(make_plan(model, laptops, 2048, "fastest", head=HEAD).tensor_split) <= 3
