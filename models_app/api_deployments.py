@@ -36,7 +36,9 @@ ADMIN_READS = "see a deployment's laptops and servers"
 
 
 class StageOut(Schema):
-    machine: str
+    machine: str = Field(description="The laptop, or \"head\"; a laptop with several devices in the plan comes "
+                                     "once per device.")
+    device: str = Field("CPU", description="The laptop's device holding these layers, as ggml names it.")
     first_layer: int
     layers: int
 
@@ -95,8 +97,8 @@ def deployment_summary(deployment: Deployment) -> dict:
             "is_default": deployment.is_default, "created": deployment.created.isoformat(),
             "plan": {"mode": plan.get("mode"), "tokens_per_second": plan.get("tokens_per_second"),
                      "bottleneck": plan.get("bottleneck"),
-                     "stages": [{"machine": s["machine"], "first_layer": s["first"], "layers": s["count"]}
-                                for s in plan.get("stages", [])]}}
+                     "stages": [{"machine": s["machine"], "device": s.get("device", "CPU"), "first_layer": s["first"],
+                                 "layers": s["count"]} for s in plan.get("stages", [])]}}
 
 
 def deployment_detail(deployment: Deployment) -> dict:

@@ -172,16 +172,17 @@ def troubles(deployment: Deployment, stages) -> list[dict]:
 
 def accuracy(plan: dict) -> list[dict]:
     """Predicted against measured memory per machine (measured: rpc-server RSS; the head's growth), and what
-    llama.cpp itself says it allocated."""
-    measured, allocated, rows = plan.get("measured", {}), plan.get("allocated", {}), []
+    llama.cpp itself says it allocated. RSS sees a laptop's RAM, not a GPU's own memory: a laptop's row sums
+    what the plan put on its CPU (a laptop with layers on its GPU alone has no row)."""
+    measured, allocated, predicted = plan.get("measured", {}), plan.get("allocated", {}), {}
     for stage in plan["stages"]:
-        if stage["machine"] in measured and (stage["count"] or stage["machine"] == "head"):
-            predicted, real = sum(stage["memory"].values()), measured[stage["machine"]]
-            rows.append({"machine": stage["machine"], "predicted": predicted, "measured": real,
-                         "allocated": sum(allocated.get(stage["machine"], {}).values()),
-                         "error": 100 * (predicted - real) / real if real else 0.0,
-                         "within": within_target(predicted, real)})
-    return rows
+        if stage["machine"] in measured and (stage["count"] or stage["machine"] == "head") \
+                and stage.get("device", "CPU") == "CPU":
+            predicted[stage["machine"]] = predicted.get(stage["machine"], 0) + sum(stage["memory"].values())
+    return [{"machine": machine, "predicted": bytes_, "measured": measured[machine],
+             "allocated": sum(allocated.get(machine, {}).values()),
+             "error": 100 * (bytes_ - measured[machine]) / measured[machine] if measured[machine] else 0.0,
+             "within": within_target(bytes_, measured[machine])} for machine, bytes_ in predicted.items()]
 
 
 def within_target(predicted: int, measured: int) -> bool:

@@ -1,6 +1,40 @@
-"""A plan in words: which layers a machine holds, and which machine holds the pipeline back."""
+"""A plan in words: which layers a machine holds, and which machine holds the pipeline back. A device is
+named beside its laptop ("gpu1's Vulkan0") where the laptop alone would not say which: a laptop with more than
+one device in the plan, or a device that is not its CPU."""
+
+from clusterpanel.units import size
 
 LISTED_UP_TO = 8  # machines named one by one in a line; past that a line of 39 names reads as noise
+
+
+def device_label(laptop: str, device: str, named: bool) -> str:
+    """"gpu1's Vulkan0" when `named`, else "gpu1"."""
+    return f"{laptop}'s {device}" if named else laptop
+
+
+def label(stage: dict) -> str:
+    """A record's stage as the words name it (a plan recorded before devices: its machine)."""
+    return stage.get("label", stage["machine"])
+
+
+def too_small(machine, needs: int, named: bool = True) -> str:
+    """"gpu1's Vulkan0 (llvmpipe, 2.0 GiB usable) cannot hold even one layer (needs 2.3 GiB)", of a planner's
+    Machine."""
+    usable = f"{size(machine.usable_bytes)} usable"
+    what = ", ".join(part for part in (machine.description.split(" (")[0].strip(), usable) if part)
+    name = device_label(machine.name, machine.device, named)
+    return f"{name} ({what}) cannot hold even one layer (needs {size(needs)})"
+
+
+def unmeasured(stages: list[dict]) -> str:
+    """"Not measured yet, so planned at 5 GB/s: gpu1's Vulkan0, gpu2's Vulkan0." ("" when all were measured)."""
+    guessed = [stage for stage in stages if stage.get("measured") is False]
+    if not guessed:
+        return ""
+    names = [label(stage) for stage in guessed]
+    listed = ", ".join(names) if len(names) <= LISTED_UP_TO else f"{len(names)} devices"
+    speeds = " or ".join(sorted({f"{stage['speed_gb_s']:g} GB/s" for stage in guessed}))
+    return f"Not measured yet, so planned at {speeds}: {listed}. Measure them on their laptops' pages."
 
 
 def layers(first: int, count: int, n_layer: int) -> str:
@@ -20,7 +54,7 @@ def bottleneck(record: dict) -> str:
     """The machine whose share of a token's time is largest, and why, in a sentence."""
     total = sum(stage["seconds"] for stage in record["stages"])
     slowest = max(record["stages"], key=lambda stage: stage["seconds"])
-    name = "the panel's machine (the head)" if slowest["machine"] == "head" else slowest["machine"]
+    name = "the panel's machine (the head)" if slowest["machine"] == "head" else label(slowest)
     holds = "the token embedding" + (f" and {slowest['layers']}" if slowest["count"] else "") \
         if slowest["machine"] == "head" else slowest["layers"]
     share = 100 * slowest["seconds"] / total if total else 0
@@ -31,19 +65,23 @@ def bottleneck(record: dict) -> str:
 def spread(record: dict) -> str:
     """The modes table's line for a plan: each holder and its layers ("lab-3 4 · lab-1 5") while they are few;
     past that a summary ("39 laptops, 2–3 layers each"), the split being in its own table."""
-    holders = [(stage["machine"], stage["count"]) for stage in record["stages"] if stage["count"]]
+    holders = [(label(stage), stage["count"]) for stage in record["stages"] if stage["count"]]
     if len(holders) <= LISTED_UP_TO:
         return " · ".join(f"{machine} {count}" for machine, count in holders)
     laptops = [count for machine, count in holders if machine != "head"]
     each = f"{min(laptops)} layer" if min(laptops) == max(laptops) == 1 else \
         f"{min(laptops)} layers" if min(laptops) == max(laptops) else f"{min(laptops)}–{max(laptops)} layers"
     head = record["stages"][0]["count"]
-    return f"{len(laptops)} laptops, {each} each" + (f"; the head {head}" if head else "")
+    machines = {stage["machine"] for stage in record["stages"][1:] if stage["count"]}
+    where = f"{len(laptops)} laptops" if len(machines) == len(laptops) else \
+        f"{len(machines)} laptops, {len(laptops)} devices"
+    return f"{where}, {each} each" + (f"; the head {head}" if head else "")
 
 
 def split_rows(record: dict) -> list[dict]:
-    """The split as the plan page's table shows it: each machine that holds something, in pipeline order."""
-    return [{"position": position, "machine": stage["machine"], "bottleneck": stage["machine"] == record["bottleneck"],
+    """The split as the plan page's table shows it: each device that holds something, in pipeline order."""
+    slowest = max(range(len(record["stages"])), key=lambda position: record["stages"][position]["seconds"])
+    return [{"position": position, "machine": label(stage), "bottleneck": position == slowest,
              "layers": (f"the token embedding{', ' + stage['layers'] if stage['count'] else ''}"
                         if stage["machine"] == "head" else stage["layers"]),
              "memory": sum(stage["memory"].values()), "usable": stage["usable"], "ms": stage["seconds"] * 1000}

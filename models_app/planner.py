@@ -1,17 +1,22 @@
-"""Which transformer layers go on which machine: pure functions, numbers in, a plan out.
+"""Which transformer layers go on which device: pure functions, numbers in, a plan out.
 
 The pipeline is the one llama.cpp builds from `n_gpu_layers` and `tensor_split`:
 the head's CPU holds the token embedding and the first `head_layers` blocks;
 then each RPC device, in registration order, holds a contiguous run; the last
 one also holds the output layer (which llama.cpp counts as layer `n_layer`).
-The time for one generated token is modelled as the bytes each machine must
-read divided by its memory bandwidth, plus a cost per network hop; "fastest"
-minimises it subject to every machine fitting in its usable memory.
+A laptop's rpc-server serves the devices of it that hold layers (GPUs first,
+its CPU last), each an RPC device of its own: a plan has a stage per device
+used, never one holding nothing, and a laptop's devices stay side by side.
+The time for one generated token is modelled as the bytes each device must
+read divided by its memory bandwidth, plus a cost per network hop (a laptop's
+second device costs part of one: split_search.SECOND_DEVICE_HOP); "fastest"
+minimises it subject to every device fitting in its usable memory.
 """
 
-from collections import deque
 from dataclasses import dataclass, replace
-from itertools import accumulate, permutations
+from itertools import accumulate
+
+from models_app.split_search import INF, SECOND_DEVICE_HOP, Machine, Search, laptop_groups, orderings
 
 MiB = 2**20
 GiB = 2**30
@@ -39,20 +44,13 @@ class ModelShape:
 
 
 @dataclass(frozen=True)
-class Machine:
-    name: str
-    usable_bytes: int
-    bandwidth_gb_s: float  # effective memory bandwidth, measured
-    hop_s: float = 0.0  # network cost per token of reaching it (0 for the head)
-
-
-@dataclass(frozen=True)
 class Calibration:
     """Bytes llama.cpp keeps resident beyond weights and KV cache, at its peak: a micro-batch of n_ubatch
     tokens at a full context (u = n_ubatch tokens, c = context, h = heads, e = embedding, f = feed-forward).
 
     Fitted by least squares to resident memory measured with llama.cpp itself (rpc-server RSS, the head's
     growth) for three models at contexts 512 to 4096: `bench/memory_calibration.py` measures and fits;
+    a GPU is predicted with the same numbers as a CPU until GPUs are measured, its server_base included;
     the measurements are kept in tests/models_app/fixtures/memory_measurements.json and
     tests/models_app/test_memory_calibration.py holds these numbers to them.
     """
@@ -77,7 +75,7 @@ class Options:
     kv_bytes: int = 2  # f16 cache
     n_ubatch: int = 512
     head_may_hold_layers: bool = True
-    max_laptops: int = 64  # devices one llama.cpp context may hold besides the head's CPU, as built
+    max_laptops: int = 64  # RPC devices one llama.cpp context may hold besides the head's CPU, as built
     calibration: Calibration = CALIBRATION
 
     @property
@@ -116,6 +114,7 @@ class Stage:
     first: int  # first layer index
     count: int  # layers, the output layer (index n_layer) included when last
     memory: Memory
+    hop_s: float = 0.0  # its share of the network's cost per token: its laptop's hop, or part of it
 
     @property
     def layers(self) -> range:
@@ -125,13 +124,14 @@ class Stage:
 @dataclass(frozen=True)
 class Plan:
     mode: str
-    stages: tuple[Stage, ...]  # the head first (maybe with 0 layers), then laptops in order
+    stages: tuple[Stage, ...]  # the head first (maybe with 0 layers), then each device used, in pipeline order
     seconds_per_token: float
     bottleneck: str
     n_gpu_layers: int
     tensor_split: tuple[int, ...]
     ctx: int = 0  # tokens each slot may hold
     slots: int = 1
+    left_out: tuple[tuple[Machine, int], ...] = ()  # devices too small for one layer, and the bytes one needs
 
     @property
     def tokens_per_second(self) -> float:
@@ -155,7 +155,7 @@ def shape_of(meta) -> ModelShape:
 
 
 def device_names(plan: "Plan") -> list[str]:
-    """The device llama.cpp logs for each layer under this plan: CPU for the head, RPCk for laptop k."""
+    """The device llama.cpp logs for each layer under this plan: CPU for the head, RPCk for the k-th device."""
     return [("CPU" if i == 0 else f"RPC{i - 1}") for i, stage in enumerate(plan.stages) for _ in stage.layers]
 
 
@@ -204,21 +204,33 @@ def stage_seconds(memory: Memory, machine: Machine, used: bool, slots: int = 1) 
     return read / (machine.bandwidth_gb_s * 1e9) + (machine.hop_s if used else 0.0)
 
 
+def stage_time(stage: Stage, slots: int = 1) -> float:
+    """A stage's part of one token of one sequence, its share of the network included."""
+    read = stage.memory.weights + stage.memory.kv_cache // slots
+    return read / (stage.machine.bandwidth_gb_s * 1e9) + stage.hop_s
+
+
 def build(mode: str, shape: ModelShape, head: Machine, order: list[Machine], counts: list[int],
           options: Options) -> Plan | None:
-    """The plan for `counts` layers on head then `order`; None if a machine does not fit."""
-    stages, first = [], 0
+    """The plan for `counts` layers on head then the devices of `order` (a device given none is left out of the
+    pipeline); None if a device does not fit."""
+    stages, first, reached = [], 0, set()
     for index, (machine, count) in enumerate(zip([head, *order], counts, strict=True)):
+        if index and not count:
+            continue
         memory = stage_memory(shape, first, count, options, is_head=index == 0)
         if memory.total > machine.usable_bytes:
             return None
-        stages.append(Stage(machine, first, count, memory))
+        hop = 0.0 if not index else machine.hop_s * (SECOND_DEVICE_HOP if machine.name in reached else 1)
+        stages.append(Stage(machine, first, count, memory, hop))
+        if index:
+            reached.add(machine.name)
         first += count
-    times = [stage_seconds(s.memory, s.machine, s.count > 0 and i > 0, options.slots) for i, s in enumerate(stages)]
+    times = [stage_time(stage, options.slots) for stage in stages]
     slowest = max(range(len(stages)), key=lambda i: times[i])
     return Plan(mode, tuple(stages), sum(times), stages[slowest].machine.name,
-                n_gpu_layers=shape.n_layer + 1 - counts[0], tensor_split=tuple(counts[1:]), ctx=options.ctx,
-                slots=options.slots)
+                n_gpu_layers=shape.n_layer + 1 - counts[0], tensor_split=tuple(s.count for s in stages[1:]),
+                ctx=options.ctx, slots=options.slots)
 
 
 def prefix_bytes(shape: ModelShape, options: Options) -> tuple[list[int], list[int]]:
@@ -230,94 +242,61 @@ def prefix_bytes(shape: ModelShape, options: Options) -> tuple[list[int], list[i
     return list(accumulate(held, initial=0)), list(accumulate(read, initial=0))
 
 
-class Search:
-    """The fastest split for many orderings at once. A stage's time and memory are sums over its units plus a
-    constant, so for each end point the best start is the cheapest in a window of starts that fit, and a
-    window's minimum slides along in one pass: O(units) per machine, not O(units²) stage sums. Orderings that
-    share a prefix share its rows (every prefix of the fastest laptops is one pass)."""
-
-    def __init__(self, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> None:
-        self.laptops, self.total = laptops, shape.n_layer + 1
-        self.held, self.read = prefix_bytes(shape, options)
-        self.fixed = options.calibration.server_base + layer_compute_bytes(shape, options)
-        self.rows: dict[tuple[int, ...], tuple[list[float], list[int]]] = {(): self.head_row(shape, head, options)}
-
-    def head_row(self, shape: ModelShape, head: Machine, options: Options) -> tuple[list[float], list[int]]:
-        """Seconds for the head holding its embedding and 0, 1, … units (inf where it does not fit)."""
-        row = [INF] * (self.total + 1)
-        for count in range(self.total + 1 if options.head_may_hold_layers else 1):
-            memory = stage_memory(shape, 0, count, options, is_head=True)
-            if memory.total > head.usable_bytes:
-                break  # more layers only need more memory
-            row[count] = stage_seconds(memory, head, False, options.slots)
-        return row, [0] * (self.total + 1)
-
-    def row(self, order: tuple[int, ...]) -> list[float]:
-        """Least seconds with units 0..e−1 placed on the head then `order`, every laptop holding one at least."""
-        if order not in self.rows:
-            before, machine = self.row(order[:-1]), self.laptops[order[-1]]
-            self.rows[order] = self.step(before, machine)
-        return self.rows[order][0]
-
-    def step(self, before: list[float], machine: Machine) -> tuple[list[float], list[int]]:
-        rate, room = machine.bandwidth_gb_s * 1e9, machine.usable_bytes - self.fixed
-        held, read = self.held, self.read
-        row, start, window, lo = [INF] * (self.total + 1), [0] * (self.total + 1), deque(), 0
-        for end in range(1, self.total + 1):
-            value = before[end - 1] - read[end - 1] / rate
-            while window and window[-1][0] >= value:
-                window.pop()
-            window.append((value, end - 1))
-            while lo < end and held[end] - held[lo] > room:
-                lo += 1
-            while window and window[0][1] < lo:
-                window.popleft()
-            if window and window[0][0] < INF:
-                row[end], start[end] = window[0][0] + read[end] / rate + machine.hop_s, window[0][1]
-        return row, start
-
-    def counts(self, order: tuple[int, ...]) -> list[int]:
-        """The head's then each laptop's units, read back along the starts the passes chose."""
-        counts, end = [], self.total
-        for size in range(len(order), 0, -1):
-            begin = self.rows[order[:size]][1][end]
-            counts.append(end - begin)
-            end = begin
-        return [end, *reversed(counts)]
+def device_fixed_bytes(shape: ModelShape, options: Options) -> int:
+    """What a device holding layers needs besides them: its server's own memory, its working memory."""
+    return options.calibration.server_base + layer_compute_bytes(shape, options)
 
 
-INF = float("inf")
+def one_unit_bytes(shape: ModelShape, options: Options) -> int:
+    """The least a device must hold to take part: its smallest unit (a block and its KV cache, or the output
+    layer) and its fixed part."""
+    kv = kv_bytes_per_layer(shape, options)
+    return min([*(size + kv for size in shape.layer_bytes), shape.output_bytes]) + device_fixed_bytes(shape, options)
 
 
-def orderings(laptops: list[Machine], exhaustive_up_to: int = 5, most: int | None = None):
-    """Laptop indices: every subset in every order for a few laptops; for more, subsets of the fastest, in their
-    order and roomiest last (it holds the output). Never more than `most` laptops."""
-    most = len(laptops) if most is None else min(len(laptops), most)
-    if len(laptops) <= exhaustive_up_to:
-        for size in range(0, most + 1):
-            yield from permutations(range(len(laptops)), size)
-        return
-    # Among laptops alike in speed, the nearest first (a hop costs every token), then the roomiest: the list
-    # order alone decided it before, and a plan then changed when laptops were listed in another order.
-    fastest = sorted(range(len(laptops)), key=lambda i: (-laptops[i].bandwidth_gb_s, laptops[i].hop_s,
-                                                         -laptops[i].usable_bytes))
-    for size in range(0, most + 1):
-        chosen = fastest[:size]
-        yield tuple(chosen)
-        yield tuple(sorted(chosen, key=lambda i: laptops[i].usable_bytes))
+def usable_devices(shape: ModelShape, laptops: list[Machine],
+                   options: Options) -> tuple[list[Machine], tuple[tuple[Machine, int], ...]]:
+    """The devices that may hold layers, and those left out, too small for one unit, with what one needs. A
+    laptop whose devices are all too small keeps them (it is the laptop that does not fit, and says so)."""
+    need, kept, left_out = one_unit_bytes(shape, options), [], []
+    for group in laptop_groups(laptops):
+        devices = [laptops[i] for i in group]
+        roomy = [m.usable_bytes >= need for m in devices]
+        kept += [m for m, fits in zip(devices, roomy, strict=True) if fits or not any(roomy)]
+        left_out += [(m, need) for m, fits in zip(devices, roomy, strict=True) if any(roomy) and not fits]
+    return kept, tuple(left_out)
+
+
+def head_row(shape: ModelShape, head: Machine, options: Options, total: int) -> list[float]:
+    """Seconds for the head holding its embedding and 0, 1, … units (inf where it does not fit)."""
+    row = [INF] * (total + 1)
+    for count in range(total + 1 if options.head_may_hold_layers else 1):
+        memory = stage_memory(shape, 0, count, options, is_head=True)
+        if memory.total > head.usable_bytes:
+            break  # more layers only need more memory
+        row[count] = stage_seconds(memory, head, False, options.slots)
+    return row
+
+
+def search_for(shape: ModelShape, laptops: list[Machine], options: Options, head: Machine | None = None) -> Search:
+    held, read = prefix_bytes(shape, options)
+    first = head_row(shape, head, options, len(held) - 1) if head else None
+    return Search(laptops, held, read, device_fixed_bytes(shape, options), first)
 
 
 def plan_fastest(shape: ModelShape, head: Machine, laptops: list[Machine], options: Options) -> Plan | None:
-    """The fastest of the splits over the orderings considered (see `orderings`)."""
-    search = Search(shape, head, laptops, options)
+    """The fastest of the splits over the orderings considered (see `orderings`). An ordering whose best split
+    uses more devices than llama.cpp holds is passed over (only laptops of several devices can)."""
+    search = search_for(shape, laptops, options, head)
     best, best_order = INF, None
     for order in orderings(laptops, most=options.max_laptops):
         seconds = search.row(order)[search.total]
-        if seconds < best:
+        if seconds < best and (len(search.devices(order)) <= options.max_laptops
+                               or sum(map(bool, search.counts(order)[1:])) <= options.max_laptops):
             best, best_order = seconds, order
     if best_order is None:
         return None
-    return build("fastest", shape, head, [laptops[i] for i in best_order], search.counts(best_order), options)
+    return build("fastest", shape, head, search.devices(best_order), search.counts(best_order), options)
 
 
 def proportional_counts(total: int, weights: list[float]) -> list[int]:
@@ -336,22 +315,47 @@ def proportional_counts(total: int, weights: list[float]) -> list[int]:
 def plan_mode(mode: str, shape: ModelShape, head: Machine, laptops: list[Machine], options: Options,
               manual: list[int] | None = None) -> Plan | None:
     """"fastest", or for comparison "memory" (split by usable memory, as llama.cpp, exo and GPUStack do),
-    "even", or "manual" with `manual` = layers for the head, then each laptop (the output layer counts)."""
+    "even" (both over every device that can hold a layer), or "manual" with `manual` = layers for the head,
+    then each laptop (the output layer counts; see `mode_counts`). Devices too small for one layer are left
+    out of every mode and listed in the plan's `left_out`."""
+    laptops, left_out = usable_devices(shape, laptops, options)
     if mode == "fastest":
-        return plan_fastest(shape, head, laptops, options)
-    total = shape.n_layer + 1
-    if mode == "manual":
-        if not manual or len(manual) != len(laptops) + 1 or sum(manual) != total or min(manual[1:], default=1) < 1:
-            return None
-        counts = manual
-    elif not laptops:
-        if not options.head_may_hold_layers:
-            return None
-        counts = [total]
+        plan = plan_fastest(shape, head, laptops, options)
     else:
+        split = mode_counts(mode, shape, laptops, options, manual)
+        plan = split and build(mode, shape, head, laptops, split, options)
+    return replace(plan, left_out=left_out) if plan and left_out else plan
+
+
+def mode_counts(mode: str, shape: ModelShape, laptops: list[Machine], options: Options,
+                manual: list[int] | None = None) -> list[int] | None:
+    """The head's units then each device's in "memory", "even" or "manual" mode (None: not a split). A manual
+    laptop's units go to its devices as fast as they fit (its GPU first when faster and roomy enough); when they
+    cannot, all to its last device (the CPU), so that the laptop that does not fit says so."""
+    total, groups = shape.n_layer + 1, laptop_groups(laptops)
+    if mode != "manual":
+        if not laptops:
+            return [total] if options.head_may_hold_layers else None
         weights = [m.usable_bytes for m in laptops] if mode == "memory" else [1.0] * len(laptops)
-        counts = [0, *proportional_counts(total, weights)]
-    return build(mode, shape, head, laptops, counts, options)
+        return [0, *proportional_counts(total, weights)]
+    if not manual or len(manual) != len(groups) + 1 or sum(manual) != total or min(manual[1:], default=1) < 1:
+        return None
+    search, counts = search_for(shape, laptops, options), [manual[0]]
+    for laptop, (group, count) in enumerate(zip(groups, manual[1:], strict=True)):
+        split = search.fill(laptop, sum(counts), count) if len(group) > 1 else [count]
+        counts += split or [0] * (len(group) - 1) + [count]
+    return counts
+
+
+def laptop_stages(plan: Plan) -> list[list[Stage]]:
+    """The stages after the head, laptop by laptop (a laptop's devices side by side), in pipeline order."""
+    runs: list[list[Stage]] = []
+    for stage in plan.stages[1:]:
+        if runs and runs[-1][0].machine.name == stage.machine.name:
+            runs[-1].append(stage)
+        else:
+            runs.append([stage])
+    return runs
 
 
 def placement(n_layer: int, n_gpu_layers: int, tensor_split: tuple[int, ...]) -> list[int]:

@@ -1,7 +1,7 @@
 """From the database to the planner and back: machines as the planner sees them, plans as records."""
 
 import os
-from collections import defaultdict
+from collections import Counter, defaultdict
 from dataclasses import asdict
 
 from django.conf import settings
@@ -11,11 +11,13 @@ from clusterpanel.natural import natural_key, natural_sorted
 from models_app import fit, plan_words, planner
 from models_app.models import Deployment, DeploymentStage, GgufModel
 from nodes import runtime
+from nodes.devices import CPU_ONLY, Device
 from nodes.models import LinkCheck, Node, Probe
 
 DEFAULT_SPEED_GB_S = 5.0  # until a laptop's speed is measured
 MAX_SLOTS = 64
 ROUND_TRIPS_PER_TOKEN = 4  # graph compute and tensor copies, per RPC device and token
+GPU_RESERVE_BYTES, GPU_RESERVE_SHARE = 256 * planner.MiB, 0.05  # of a GPU's own memory: its driver, the screen
 
 
 class PlanningError(Exception):
@@ -31,14 +33,16 @@ def head_machine() -> planner.Machine:
     return planner.Machine("head", max(available - reserve, 0), speed)
 
 
-def claimed_bytes(nodes: list[Node], replacing: Deployment | None = None) -> dict[int, int]:
-    """Memory that running deployments (but the one being re-planned) already hold, by laptop id."""
+def claimed_bytes(nodes: list[Node], replacing: Deployment | None = None) -> dict[tuple[int, str], int]:
+    """Memory that running deployments (but the one being re-planned) already hold, by (laptop id, device): each
+    device's as the stage lists it, else the stage's whole memory on the CPU (planned before devices)."""
     stages = DeploymentStage.objects.filter(node__in=nodes, deployment__status__in=Deployment.ACTIVE)
     if replacing is not None:
         stages = stages.exclude(deployment=replacing)
-    claimed: dict[int, int] = defaultdict(int)
-    for node_id, memory in stages.values_list("node_id", "memory"):
-        claimed[node_id] += sum(memory.values())
+    claimed: dict[tuple[int, str], int] = defaultdict(int)
+    for node_id, memory, devices in stages.values_list("node_id", "memory", "devices"):
+        for device in devices or [{"device": "CPU", "memory": memory}]:
+            claimed[node_id, device["device"]] += sum(device["memory"].values())
     return claimed
 
 
@@ -53,26 +57,69 @@ def latest_of(model):
     return model.objects.filter(pk=Subquery(newest))
 
 
-def read_machines(nodes: list[Node], replacing: Deployment | None = None) -> list[planner.Machine | None]:
-    """The laptops as the planner sees them (None: not probed yet), in the order given, read in four queries
-    whatever their number (three queries per laptop and mode made a plan over 39 laptops wait on the database)."""
+def read_machines(nodes: list[Node], replacing: Deployment | None = None) -> list[list[planner.Machine] | None]:
+    """Each laptop's devices as the planner sees them (None: not probed yet), laptops in the order given, read
+    in four queries whatever their number (three queries per laptop and mode made a plan over 39 laptops wait
+    on the database)."""
     latest = (Prefetch("probes", queryset=latest_of(Probe)), Prefetch("link_checks", queryset=latest_of(LinkCheck)))
     fresh = Node.objects.prefetch_related(*latest).in_bulk([node.pk for node in nodes])
     claimed = claimed_bytes(nodes, replacing)
-    machines = []
-    for node in (fresh.get(node.pk, node) for node in nodes):
-        usable = node.usable_bytes()
-        machines.append(None if usable is None else planner.Machine(
-            node.name, max(usable - claimed[node.pk], 0), node.speed_gb_s or DEFAULT_SPEED_GB_S, hop_seconds(node)))
+    return [device_machines(fresh.get(node.pk, node), claimed) for node in nodes]
+
+
+def devices_of(node: Node) -> list[Device]:
+    """As the latest probe listed them (GPUs first, the CPU last); the CPU alone if it listed none."""
+    probe = node.probes.first()
+    listed = probe.facts.get("devices") if probe else None
+    return [Device.from_fact(fact) for fact in listed] if listed else list(CPU_ONLY)
+
+
+def device_machines(node: Node, claimed: dict[tuple[int, str], int]) -> list[planner.Machine] | None:
+    """The laptop's devices the planner may use, in its server's order: each GPU with memory of its own (what was
+    free less a reserve), and one of the devices that share its RAM (the CPU, unless an integrated or software
+    GPU was measured faster), with the laptop's usable RAM. Devices kept out by an admin are left out."""
+    ram = node.usable_bytes()
+    if ram is None:
+        return None
+    every = devices_of(node)
+    listed = [device for device in every if device.name not in node.devices_off]
+    shared = sharing_ram(node, [device for device in listed if device.host_memory])
+    in_ram = sum(claimed.get((node.pk, name), 0) for name in {"CPU", *(d.name for d in every if d.host_memory)})
+    hop, machines = hop_seconds(node), []
+    for device in listed:
+        if device.host_memory and device is not shared:
+            continue
+        free = ram - in_ram if device.host_memory else own_memory(device) - claimed.get((node.pk, device.name), 0)
+        speed = node.speed_gb_s if device.is_cpu else node.device_speeds.get(device.name)
+        machines.append(planner.Machine(node.name, max(free, 0), speed or DEFAULT_SPEED_GB_S, hop, device.name,
+                                        device.description, measured=bool(speed)))
     return machines
+
+
+def sharing_ram(node: Node, candidates: list[Device]) -> Device | None:
+    """The one device to plan on of those that share the laptop's RAM: the CPU, unless another's speed was
+    measured and is faster than the CPU's (measured too)."""
+    cpu = next((device for device in candidates if device.is_cpu), None)
+    measured = [device for device in candidates if not device.is_cpu and node.device_speeds.get(device.name)]
+    fastest = max(measured, key=lambda device: node.device_speeds[device.name], default=None)
+    if cpu is None:
+        return fastest or next(iter(candidates), None)
+    faster = fastest and node.speed_gb_s and node.device_speeds[fastest.name] > node.speed_gb_s
+    return fastest if faster else cpu
+
+
+def own_memory(device: Device) -> int:
+    """A GPU's memory the planner may fill: what was free less a reserve for its driver and any screen."""
+    return max(device.free - max(GPU_RESERVE_BYTES, round(GPU_RESERVE_SHARE * (device.total or device.free))), 0)
 
 
 def machines_for(nodes: list[Node], replacing: Deployment | None = None) -> list[planner.Machine]:
-    machines = read_machines(nodes, replacing)
-    unprobed = next((node for node, machine in zip(nodes, machines, strict=True) if machine is None), None)
+    """Every device of the laptops, a laptop's side by side; PlanningError if one has not been probed."""
+    laptops = read_machines(nodes, replacing)
+    unprobed = next((node for node, devices in zip(nodes, laptops, strict=True) if devices is None), None)
     if unprobed is not None:
         raise PlanningError(f"{unprobed} has not been probed yet; probe it first.")
-    return machines
+    return [machine for devices in laptops for machine in devices]
 
 
 def limit_words() -> str:
@@ -84,11 +131,12 @@ def best_within_limit(nodes: list[Node], named: list[str]) -> tuple[list[Node], 
     roomiest (the unprobed last), up to the limit, kept in the order given; and those left out."""
     if len(nodes) <= runtime.MAX_LAPTOPS:
         return nodes, []
-    machines = dict(zip((node.pk for node in nodes), read_machines(nodes), strict=True))
+    laptops = dict(zip((node.pk for node in nodes), read_machines(nodes), strict=True))
 
     def rank(node: Node) -> tuple:
-        machine = machines[node.pk] or planner.Machine(node.name, -1, 0.0)
-        return (node.name not in named, -machine.bandwidth_gb_s, -machine.usable_bytes, natural_key(node.name))
+        devices = laptops[node.pk] or [planner.Machine(node.name, -1, 0.0)]
+        return (node.name not in named, -max(m.bandwidth_gb_s for m in devices),
+                -sum(m.usable_bytes for m in devices), natural_key(node.name))
 
     kept = {node.pk for node in sorted(nodes, key=rank)[:runtime.MAX_LAPTOPS]}
     return [n for n in nodes if n.pk in kept], natural_sorted([n for n in nodes if n.pk not in kept], lambda n: n.name)
@@ -129,22 +177,43 @@ def make_plan(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastes
     else:
         found = planner.plan_mode(mode, planner.shape_of(model), head, laptops, options, manual)
     if found is None:
-        raise PlanningError(fit.explain_no_fit(planner.shape_of(model), head, laptops, options, mode).explain())
+        raise PlanningError(fit.explain_no_fit(planner.shape_of(model), head, laptops, options, mode,
+                                                    manual).explain())
+    if len(found.tensor_split) > runtime.MAX_LAPTOPS:  # "memory" and "even" use every device that holds a layer
+        raise PlanningError(f"The {mode} split would use {len(found.tensor_split)} devices (a laptop's GPU and CPU "
+                            f"are two); llama.cpp as built here holds at most {runtime.MAX_LAPTOPS} besides the "
+                            "head. Choose fewer laptops, or keep some of their devices out of plans.")
     return found
 
 
 def as_record(plan: planner.Plan) -> dict:
+    """The plan as deployments keep it and pages show it: a stage per device used ("machine" its laptop, "label"
+    how words name it), the bottleneck's laptop and label, and notes (devices left out, speeds not measured)."""
     n_layer = sum(stage.count for stage in plan.stages) - 1
+    per_laptop = Counter(stage.machine.name for stage in plan.stages[1:])
+    stages = [stage_record(stage, plan.slots, n_layer, per_laptop) for stage in plan.stages]
+    slowest = max(stages, key=lambda stage: stage["seconds"])
     record = {
         "mode": plan.mode, "n_gpu_layers": plan.n_gpu_layers, "tensor_split": list(plan.tensor_split),
         "ctx": plan.ctx, "slots": plan.slots, "kv_cache": plan.kv_cache,
         "tokens_per_second": round(plan.tokens_per_second, 2), "bottleneck": plan.bottleneck,
-        "stages": [{"machine": s.machine.name, "first": s.first, "count": s.count, "memory": asdict(s.memory),
-                    "usable": s.machine.usable_bytes, "layers": plan_words.layers(s.first, s.count, n_layer),
-                    "seconds": planner.stage_seconds(s.memory, s.machine, s.count > 0 and i > 0, plan.slots)}
-                   for i, s in enumerate(plan.stages)],
+        "bottleneck_label": slowest["label"], "stages": stages,
     }
-    return {**record, "bottleneck_said": plan_words.bottleneck(record), "spread": plan_words.spread(record)}
+    left_out = [f"{plan_words.too_small(machine, needs)}; it is left out." for machine, needs in plan.left_out]
+    notes = [*left_out, *filter(None, [plan_words.unmeasured(stages[1:])])]
+    return {**record, "bottleneck_said": plan_words.bottleneck(record), "spread": plan_words.spread(record),
+            "notes": notes}
+
+
+def stage_record(stage: planner.Stage, slots: int, n_layer: int, per_laptop: Counter) -> dict:
+    machine = stage.machine
+    named = machine.name != "head" and (per_laptop[machine.name] > 1 or machine.device != "CPU")
+    return {"machine": machine.name, "device": machine.device,
+            "label": plan_words.device_label(machine.name, machine.device, named),
+            "first": stage.first, "count": stage.count, "memory": asdict(stage.memory),
+            "usable": machine.usable_bytes, "layers": plan_words.layers(stage.first, stage.count, n_layer),
+            "seconds": planner.stage_time(stage, slots), "speed_gb_s": machine.bandwidth_gb_s,
+            "measured": machine.measured}
 
 
 def people_at_once(record: dict) -> str:

@@ -13,6 +13,10 @@ const LAYERS_COLOUR = "#4c78a8";
 const BOTTLENECK_COLOUR = "#d62728";
 const root = document.getElementById("plan-charts");
 
+// A stage as the words name it: its laptop, or "gpu1's Vulkan0" where the laptop has several devices in the plan
+// (each a stage of its own, which would otherwise share one bar); plans recorded before devices have no label.
+const nameOf = (s) => s.label || s.machine;
+
 function total(stage) {
   return KINDS.reduce((sum, [key]) => sum + stage.memory[key], 0);
 }
@@ -27,7 +31,7 @@ function rowsHeight(count, extra) {
 // stacks of tens of MiB), words with its name.
 function memoryChart(element, used, title) {
   const upright = used.length <= UPRIGHT_UP_TO;
-  const names = used.map((s) => s.machine);
+  const names = used.map(nameOf);
   const room = (s) => (s.machine === "head" && s.count === 0 ? null : s.usable);
   const most = Math.max(...used.map(total));
   const marked = Math.max(...used.map((s) => room(s) || 0)) <= 4 * most;
@@ -51,7 +55,7 @@ function memoryChart(element, used, title) {
   traces.push({ type: "scatter", mode: "text", ...labelled, text: used.map((s) => size(total(s))),
     textposition: upright ? "top center" : "middle right", cliponaxis: false, showlegend: false,
     hoverinfo: "skip", textfont: { size: upright ? 12 : 10 } });
-  const ticks = used.map((s) => (marked || !room(s) ? s.machine : `${s.machine}${upright ? "<br>" : " "}of ${size(room(s))}`));
+  const ticks = used.map((s) => (marked || !room(s) ? nameOf(s) : `${nameOf(s)}${upright ? "<br>" : " "}of ${size(room(s))}`));
   const machineAxis = { tickvals: names, ticktext: ticks, tickangle: 0, tickfont: { size: upright ? 11 : 10 },
     automargin: true };
   const machineTitle = marked ? "machine" : "machine, of what it may use";
@@ -74,16 +78,16 @@ function layersChart(element, used, title, bottleneck) {
     if (last < outputLayer) return s.count === 1 ? `layer ${s.first}` : `layers ${s.first}–${last}`;
     return s.count === 1 ? "the output layer" : `layers ${s.first}–${last - 1} and the output layer (${outputLayer})`;
   };
-  const trace = { type: "bar", orientation: "h", y: holding.map((s) => s.machine), x: holding.map((s) => s.count),
+  const trace = { type: "bar", orientation: "h", y: holding.map(nameOf), x: holding.map((s) => s.count),
     base: holding.map((s) => s.first), showlegend: false, customdata: holding.map(named),
-    marker: { color: holding.map((s) => (s.machine === bottleneck ? BOTTLENECK_COLOUR : LAYERS_COLOUR)) },
+    marker: { color: holding.map((s) => (nameOf(s) === bottleneck ? BOTTLENECK_COLOUR : LAYERS_COLOUR)) },
     hovertemplate: "%{y}: %{customdata}<extra></extra>" };
   const key = { type: "bar", orientation: "h", y: [null], x: [null], name: `the bottleneck, ${bottleneck}`,
     marker: { color: BOTTLENECK_COLOUR }, hoverinfo: "skip" };
   Plotly.newPlot(element, [trace, key], { ...layout(title, "", { hovermode: "closest" }),
     height: rowsHeight(holding.length, 20), barmode: "overlay", showlegend: true,
     yaxis: { autorange: "reversed", automargin: true, tickfont: { size: 10 }, type: "category",
-      tickvals: holding.map((s) => s.machine) },
+      tickvals: holding.map(nameOf) },
     xaxis: xaxis(`layer number (${outputLayer} is the output layer)`, { range: [0, outputLayer + 1] }) }, CONFIG);
 }
 
@@ -99,7 +103,7 @@ function draw({ title, plan }, index) {
   root.append(box);
   const prefix = title ? `${title}: ` : "";
   memoryChart(memory, used, `${prefix}predicted memory`);
-  layersChart(layers, used, `${prefix}where the layers sit`, plan.bottleneck);
+  layersChart(layers, used, `${prefix}where the layers sit`, plan.bottleneck_label || plan.bottleneck);
 }
 
 JSON.parse(document.getElementById("plan-data").textContent).forEach(draw);

@@ -84,7 +84,7 @@ def test_it_lists_deployments_with_their_plan(ready, bob_api):
                        "status": "ready", "ctx": 1024, "slots": 1, "is_default": True,
                        "created": ready.created.isoformat(),
                        "plan": {"mode": "even", "tokens_per_second": 1.0, "bottleneck": "head",
-                                "stages": [{"machine": "head", "first_layer": 0, "layers": 2}]}}]
+                                "stages": [{"machine": "head", "device": "CPU", "first_layer": 0, "layers": 2}]}}]
 
 
 def test_it_lists_laptops_for_lab_admins_only(db, alice, bob_api):

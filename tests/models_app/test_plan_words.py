@@ -1,7 +1,7 @@
 """A plan in words: each machine's run of layers (llama.cpp's output layer named), the modes table's line
 (names while few, a summary past eight), and the bottleneck with its share of a token's time."""
 
-from models_app.plan_words import bottleneck, layers, spread
+from models_app.plan_words import bottleneck, layers, split_rows, spread
 
 
 def stage(machine: str, first: int, count: int, seconds: float = 0.001) -> dict:
@@ -32,3 +32,19 @@ def test_it_says_which_machine_holds_the_pipeline_back_and_how_much():
     head_bound = {"stages": [stage("head", 0, 2, 0.05), stage("hid5-1", 2, 79, 0.01)]}
     assert bottleneck(head_bound).startswith("The bottleneck is the panel's machine (the head), holding the token "
                                              "embedding and layers 0–1: 50.0 ms")
+
+
+def device(machine: str, label: str, first: int, count: int, seconds: float = 0.001) -> dict:
+    return {**stage(machine, first, count, seconds), "label": label, "memory": {"weights": 1}, "usable": 2}
+
+
+def test_it_names_a_device_where_the_laptop_alone_would_not_say_which():
+    head = {**stage("head", 0, 0, 0.002), "memory": {"weights": 1}, "usable": 2}
+    record = {"stages": [head, device("gpu1", "gpu1's Vulkan0", 0, 40, 0.004),
+                         device("gpu1", "gpu1's CPU", 40, 30, 0.030), device("lab-2", "lab-2", 70, 11, 0.010)]}
+    assert spread(record) == "gpu1's Vulkan0 40 · gpu1's CPU 30 · lab-2 11"
+    assert bottleneck(record).startswith("The bottleneck is gpu1's CPU, holding layers 40–69: 30.0 ms")
+    assert [row["machine"] for row in split_rows(record) if row["bottleneck"]] == ["gpu1's CPU"]
+    labels = [(f"hid5-{n // 2}", f"hid5-{n // 2}'s {'CPU' if n % 2 else 'Vulkan0'}") for n in range(39)]
+    many = {"stages": [stage("head", 0, 0), *(device(*names, 2 * n, 2) for n, names in enumerate(labels))]}
+    assert spread(many) == "20 laptops, 39 devices, 2 layers each"

@@ -62,12 +62,13 @@ class Command(BaseCommand):
 
     def show(self, plan: dict) -> None:
         self.stdout.write(f"Plan ({plan['mode']}): about {plan['tokens_per_second']} tokens/s, "
-                          f"bottleneck {plan['bottleneck']}; n_gpu_layers={plan['n_gpu_layers']} "
+                          f"bottleneck {plan.get('bottleneck_label', plan['bottleneck'])}; "
+                          f"n_gpu_layers={plan['n_gpu_layers']} "
                           f"tensor_split={plan['tensor_split']}")
         self.stdout.write(f"  {people_at_once(plan)}")
         for stage in plan["stages"]:
             if stage["count"] or stage["machine"] == "head":
                 memory, last = sum(stage["memory"].values()) / MiB, stage["first"] + stage["count"] - 1
                 layers = f"layers {stage['first']}-{last}" if stage["count"] else "embedding only"
-                self.stdout.write(f"  {stage['machine']:<12} {layers:<16} {memory:8.0f} MiB "
+                self.stdout.write(f"  {stage.get('label', stage['machine']):<12} {layers:<16} {memory:8.0f} MiB "
                                   f"of {stage['usable'] / MiB:.0f} MiB usable")

@@ -32,7 +32,7 @@ class Command(BaseCommand):
         results = plans_for(form.cleaned_data, chosen_nodes)
         for name, record in results.items():
             said = record.get("error") or (f"{record['tokens_per_second']} tokens/s, {record['slots']} slots, "
-                                           f"bottleneck {record['bottleneck']}; {record['spread']}")
+                                           f"bottleneck {record['bottleneck_label']}; {record['spread']}")
             self.stdout.write(f"{name + (' (chosen)' if name == mode else ''):<18} {said}")
         chosen = results[mode]
         if "error" in chosen:
@@ -59,6 +59,8 @@ class Command(BaseCommand):
     def show(self, plan: dict) -> None:
         self.stdout.write(f"{plan['mode']}: {people_at_once(plan)}")
         self.stdout.write(plan["bottleneck_said"])
+        for note in plan["notes"]:
+            self.stdout.write(note)
         for row in plan_words.split_rows(plan):
             mark = "  <- bottleneck" if row["bottleneck"] else ""
             self.stdout.write(f"  {row['position']:>3} {row['machine']:<14} {row['layers']:<44} "
