@@ -52,7 +52,7 @@ def read_devices(path: Path) -> list[dict]:
 def compare(run: dict, reference: dict) -> dict:
     """Equal to the reference token for token, or where they part."""
     ours, theirs = run["tokens"], reference["tokens"]
-    for index, (a, b) in enumerate(zip(ours, theirs)):
+    for index, (a, b) in enumerate(zip(ours, theirs, strict=False)):  # lengths may differ
         if a != b:
             return {"identical": False, "first_difference": index,
                     "text": run["pieces"][index], "reference_text": reference["pieces"][index]}

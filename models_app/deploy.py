@@ -17,7 +17,7 @@ from django.db import IntegrityError, transaction
 from jobs.engine import oneshot
 from jobs.engine.llamacpp import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
-from models_app.planner import Plan, Stage
+from models_app.planner import Plan, laptop_stages
 from models_app.planning import PlanningError, as_record, make_plan
 from nodes import install, probe, ssh
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
@@ -47,33 +47,22 @@ def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
     return deployment
 
 
-def by_laptop(plan: Plan) -> list[tuple[str, list[Stage]]]:
-    """The plan's stages after the head, one entry per laptop in pipeline order: a laptop's devices holding
-    layers are consecutive stages (its one rpc-server serves them in that order)."""
-    laptops: list[tuple[str, list[Stage]]] = []
-    for stage in plan.stages[1:]:
-        if laptops and laptops[-1][0] == stage.machine.name:
-            laptops[-1][1].append(stage)
-        else:
-            laptops.append((stage.machine.name, [stage]))
-    return laptops
-
-
 def record_stages(deployment: Deployment, plan: Plan, nodes: list[Node],
                   servers: dict[str, RpcServer] | None = None) -> list[str]:
     """A DeploymentStage per laptop of `plan` (keeping the rpc-servers in `servers`, by laptop name); the laptops'
     names in pipeline order."""
     by_name, servers = {node.name: node for node in nodes}, servers or {}
-    for position, (name, parts) in enumerate(by_laptop(plan)):
+    for position, parts in enumerate(laptop_stages(plan)):
+        name = parts[0].machine.name
         memory = {field: sum(getattr(part.memory, field) for part in parts) for field in vars(parts[0].memory)}
-        devices = [{"device": getattr(part.machine, "device", "CPU"), "first": part.first, "count": part.count,
+        devices = [{"device": part.machine.device, "first": part.first, "count": part.count,
                     "memory": vars(part.memory)} for part in parts]
         stage = deployment.stages.create(position=position, node=by_name[name], first_layer=parts[0].first,
                                          layer_count=sum(part.count for part in parts), memory=memory,
                                          devices=devices, server=servers.get(name))
         if stage.server_id:
             serve_devices(stage)
-    return [name for name, _ in by_laptop(plan)]
+    return [parts[0].machine.name for parts in laptop_stages(plan)]
 
 
 def serve_devices(stage: DeploymentStage) -> None:
@@ -357,7 +346,7 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
             raise PlanningError("None of its laptops is ready; bring one back or plan on others.")
     stages = deployment.plan.get("stages", [])
     head_layers = any(s.get("machine") == "head" and s.get("count") for s in stages)
-    manual = [s["count"] for s in stages[1:]] if deployment.mode == "manual" and not ready_only else None
+    manual = per_laptop_counts(stages) if deployment.mode == "manual" and not ready_only else None
     mode = deployment.mode if manual or deployment.mode != "manual" else "fastest"  # a hand split fits no other set
     with transaction.atomic():
         fresh = create(deployment.model, nodes, deployment.ctx, mode, user=user, manual=manual,
@@ -368,3 +357,15 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
             Deployment.objects.filter(pk=deployment.pk).update(is_default=False)
             Deployment.objects.filter(pk=fresh.pk).update(is_default=True)
     return fresh
+
+
+def per_laptop_counts(stages: list[dict]) -> list[int]:
+    """A recorded plan's layers for the head, then each laptop (its devices' stages added up): what a manual
+    plan is asked with."""
+    counts: list[int] = [stages[0]["count"]] if stages else []
+    for index, stage in enumerate(stages[1:], start=1):
+        if index > 1 and stage["machine"] == stages[index - 1]["machine"]:
+            counts[-1] += stage["count"]
+        else:
+            counts.append(stage["count"])
+    return counts

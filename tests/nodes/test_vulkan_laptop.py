@@ -19,7 +19,7 @@ PORT = 50461
 
 @pytest.fixture(scope="module")
 def gpu_lan():
-    harness = lan_harness("vulkan", "10.236.0.0/24")
+    harness = lan_harness("vulkan", "10.248.0.0/24")
     harness.up(1)
     harness.give_vulkan_gpu(1)
     yield harness.status()

@@ -1,0 +1,70 @@
+"""One model over a laptop with a GPU (Vulkan, through Mesa's lavapipe) and two laptops with CPUs only: the plan
+puts layers on the GPU, the GPU laptop's rpc-server serves that device, the layers land where the plan says,
+the engine answers, Verify compares the answer with the head's alone, and stopping leaves no server."""
+
+import pytest
+
+from jobs.engine import verify
+from models_app import deploy
+from models_app.library import ensure_bundled
+from models_app.models import DeploymentStatus
+from nodes import ssh
+from nodes.models import ActionKind, RpcServer, ServerStatus
+from tests.conftest import wait_until
+from tests.jobs.cluster import end_engines, engine_ready
+from tests.nodes.laptops import register_all
+from tests.services import lan_harness
+
+
+@pytest.fixture(scope="module")
+def mixed_lan():
+    harness = lan_harness("gpumix", "10.249.0.0/24")
+    harness.up(3)
+    harness.give_vulkan_gpu(1)
+    yield harness.status()
+    harness.down()
+
+
+@pytest.fixture
+def laptops(mixed_lan, transactional_db):
+    nodes = register_all(mixed_lan, then=ActionKind.INSTALL_RUNTIME)
+    gpu = nodes[0]
+    # lavapipe's memory is the laptop's RAM: the planner takes the laptop's CPU or its GPU, the faster measured
+    # (the CPU until measured). Kept out by the admin, the CPU leaves the GPU to hold the laptop's layers.
+    gpu.devices_off = ["CPU"]
+    gpu.save(update_fields=["devices_off"])
+    yield nodes
+    for node in nodes:
+        ssh.forget(node.ssh_target())
+
+
+def test_a_gpu_laptop_and_two_cpu_laptops_deploy_answer_and_verify(laptops, supervisor, bob):
+    gpu, *cpus = laptops
+    deployment = deploy.create(ensure_bundled(), laptops, 512, mode="even")
+    planned = [(stage["machine"], stage["device"]) for stage in deployment.plan["stages"][1:]]
+    assert planned == [(gpu.name, "Vulkan0"), (cpus[0].name, "CPU"), (cpus[1].name, "CPU")]
+    stages = list(deployment.stages.select_related("node").order_by("position"))
+    assert [[part["device"] for part in stage.devices] for stage in stages] == [["Vulkan0"], ["CPU"], ["CPU"]]
+    try:
+        deploy.prepare(deployment)
+        deployment.refresh_from_db()
+        assert deployment.status == DeploymentStatus.READY, deployment.status_detail
+        server = RpcServer.objects.get(stage__deployment=deployment, node=gpu)
+        assert server.devices == ["Vulkan0"] and server.status == ServerStatus.RUNNING
+        on_gpu = [kinds for device, kinds in deployment.plan["allocated_by_device"].items()
+                  if device.startswith("RPC0[")]
+        assert on_gpu and on_gpu[0]["model"] > 10 * 2**20, deployment.plan["allocated_by_device"]
+        engine_ready(deployment, within=300)
+        report = verify.verify(deployment, user=bob, within=900)
+        assert report["result"] in ("identical", "different"), report
+        assert report["distributed"].strip(), "the deployment answered"
+        if report["result"] == "different":  # lavapipe's arithmetic may part from the CPU's: said, not hidden
+            assert report["position"] >= 0 and report["reference_token"] != report["distributed_token"]
+    finally:
+        deploy.stop(deployment)
+        wait_until(lambda: not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists(), 60,
+                   "every rpc-server stopped")
+        supervisor.terminate()
+        supervisor.wait(30)
+        end_engines()
+    assert not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists()
