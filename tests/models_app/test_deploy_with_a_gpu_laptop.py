@@ -56,7 +56,7 @@ def test_a_gpu_laptop_and_two_cpu_laptops_deploy_answer_and_verify(laptops, supe
         assert on_gpu and on_gpu[0]["model"] > 10 * 2**20, deployment.plan["allocated_by_device"]
         engine_ready(deployment, within=300)
         report = verify.verify(deployment, user=bob, within=900)
-        assert report["result"] in ("identical", "different"), report
+        assert report["result"] in ("identical", "different"), report.get("detail", report)
         assert report["distributed"].strip(), "the deployment answered"
         if report["result"] == "different":  # lavapipe's arithmetic may part from the CPU's: said, not hidden
             assert report["position"] >= 0 and report["reference_token"] != report["distributed_token"]
