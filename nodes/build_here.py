@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from nodes import buildplan, devices, rpcsource, ssh, toolchain
+from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import push_verified
 
 Report = Callable[..., None]
@@ -97,6 +98,33 @@ class Built:
     devices: list[devices.Device]
     protocol: str
     log: str
+
+
+def consequences(install_dir: str) -> list[str]:
+    """What "Build the runtime here" does, said before it starts."""
+    return [
+        "The laptop compiles ggml and ggml-rpc-server from the head's own llama.cpp source (copied once, under "
+        "2 MiB, checked by sha256): a few minutes on every core it has, longer with CUDA.",
+        "It needs a C/C++ compiler, cmake and make or ninja (and a GPU's toolkit to use the GPU); if one is "
+        "missing, nothing is copied and the panel says how to install it.",
+        f"The build runs in a folder of its own under {install_dir.rstrip('/')}/runtime/. Only a build that "
+        "answers with the head's RPC protocol becomes the laptop's runtime; a failed or interrupted one leaves "
+        "the current runtime as it is.",
+        "rpc-servers running now keep their runtime until they restart. Building again with the same tools "
+        "rebuilds nothing.",
+    ]
+
+
+def read_log(target: ssh.SSHTarget, path: str, lines: int = 2000) -> str:
+    return ssh.sh(target, 'tail -n "$2" -- "$1" 2>/dev/null', ssh.remote_path(path), str(lines)).stdout
+
+
+def head_protocol() -> str:
+    """The RPC protocol the head speaks: its bundle's (built with it), else that of the source it was built from."""
+    try:
+        return find_bundle().rpc_protocol
+    except RuntimeNotFound:
+        return rpcsource.tarball().rpc_protocol
 
 
 def build_runtime(target: ssh.SSHTarget, install_dir: str, head_protocol: str, report: Report) -> Built:

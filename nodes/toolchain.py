@@ -291,7 +291,10 @@ def choose_vulkan(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
         return
     info = recorded.get("vulkaninfo")
     types = re.findall(r"deviceType\s*=\s*PHYSICAL_DEVICE_TYPE_(\w+)", info.out) if info else []
-    if info is not None and all(kind == "CPU" for kind in types):
+    if info is not None and not types:
+        tools.notes.append("Vulkan: `vulkaninfo --summary` finds no Vulkan device: built without Vulkan.")
+        return
+    if types and all(kind == "CPU" for kind in types):
         names = ", ".join(re.findall(r"deviceName\s*=\s*(.+)", info.out)) or "none"
         tools.notes.append(f"Vulkan: its only Vulkan devices are software renderers ({names.strip()}), slower than "
                            "its CPU backend: built without Vulkan.")
