@@ -179,7 +179,8 @@ def lacking_in_words(tools: Toolchain, lacks: list[str], cmake_needed: str) -> s
             "make": "make or ninja"}
     if tools.distro == "macos":
         what["compiler"] = "the Xcode command line tools (the compilers and make)"
-    said = f"it has no {join_words([what[name] for name in lacks])}."
+        lacks = [name for name in lacks if not (name == "make" and "compiler" in lacks)]
+    said = f"it lacks {join_words([what[name] for name in lacks])}."
     return f"{said} {how_to_install(tools, lacks, cmake_needed)}"
 
 
@@ -204,8 +205,7 @@ def how_to_install(tools: Toolchain, lacks: list[str], cmake_needed: str) -> str
     elif wanted:
         steps.append("Install them with the system's package manager (gcc, g++ or gcc-c++, cmake, make)")
     if too_old:
-        steps.append(f"its cmake {tools.cmake} is too old: install cmake {cmake_needed} or newer with "
-                     "`pip install --user cmake` (or from cmake.org)")
+        steps.append(f"{'i' if steps else 'I'}nstall a newer cmake with `pip install --user cmake` (or from cmake.org)")
     return "; ".join(steps) + ". Then build again."
 
 
