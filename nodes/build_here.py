@@ -187,7 +187,8 @@ def follow(target: ssh.SSHTarget, runtime: str, tarball: str, plan: buildplan.Bu
     if not sweep(target, runtime):  # the laptop is out of reach: say so as any SSH failure
         raise ssh.SSHError(f"{lost or 'The connection ended.'} The build stopped at step {progress.step}; the laptop "
                            "removes the unfinished build itself and keeps its previous runtime.")
-    progress.tail.append(f"(the build's process ended without a word at step {progress.step}: killed?)")
+    progress.tail.append(f"(the connection to the build broke at step {progress.step}: {lost})" if lost else
+                         f"(the build's process ended without a word at step {progress.step}: killed?)")
     raise progress.failure(runtime, plan)
 
 
