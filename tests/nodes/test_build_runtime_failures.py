@@ -9,7 +9,7 @@ import pytest
 
 from nodes import install, probe, ssh
 from nodes.models import ActionKind, ActionStatus
-from tests.nodes.laptops import register, run_now
+from tests.nodes.laptops import register, run_now, target
 
 FOLDER = "~/.cp-fail"
 
@@ -104,3 +104,14 @@ def test_a_build_that_loses_its_connection_is_ended_on_the_laptop(node, runtime_
         time.sleep(0.5)
     assert not [name for name in runtime_folder(node) if name.startswith((".build-", "built-"))]
     assert current(node) == runtime_bundle.sha256[:12]
+
+
+
+def test_a_laptop_the_bundle_cannot_serve_is_pointed_to_a_build_of_its_own(laptop, runtime_bundle):
+    mac = {"os": "Darwin", "arch": "arm64"}  # as a Mac's probe says it
+    with pytest.raises(install.InstallRefused) as refused:
+        install.install_runtime(target(*laptop), "~/.cp-mac", runtime_bundle, mac, lambda *a, **k: None)
+    assert str(refused.value) == (
+        "This laptop cannot run the llama.cpp runtime: it runs Darwin; the runtime is built for Linux; its CPU is "
+        "arm64; the runtime is built for x86_64. \"Build the runtime here\" on its page builds one on the laptop "
+        "itself, from the head's own llama.cpp source.")
