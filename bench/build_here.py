@@ -29,12 +29,17 @@ def run_once(reach, laptop, protocol: str) -> dict:
     from nodes import build_here
 
     steps, before, started = [0], rx_bytes(laptop), time.perf_counter()
+    entered = {}  # when each step of the build began: tools, unpack, configure, build, check
 
     def report(message: str = "", **progress) -> None:
         steps[0] = progress.get("steps_total", steps[0])
+        entered.setdefault(progress.get("step"), time.perf_counter())
 
     built = build_here.build_runtime(reach, FOLDER, protocol, report)
-    return {"seconds": time.perf_counter() - started, "sent": built.sent, "rx": rx_bytes(laptop) - before,
+    ended = time.perf_counter()
+    marks = [(name, at) for name, at in entered.items() if name] + [("end", ended)]
+    phases = {name: later - at for (name, at), (_, later) in zip(marks, marks[1:], strict=False)}
+    return {"seconds": ended - started, "sent": built.sent, "rx": rx_bytes(laptop) - before, "phases": phases,
             "rebuilt": built.rebuilt, "steps": steps[0], "plan": built.plan, "tools": built.tools}
 
 
@@ -68,6 +73,10 @@ def main() -> None:
     print(f"| cached ({len(cached)} runs, median, min–max) | {statistics.median(seconds):.2f} "
           f"({min(seconds):.2f}–{max(seconds):.2f}) | {statistics.median(run['sent'] for run in cached):,.0f} | "
           f"{statistics.median(run['rx'] for run in cached):,.0f} | 0 |")
+    print("\nThe cold run by step (seconds): " + ", ".join(
+        f"{name} {seconds:.1f}" for name, seconds in cold["phases"].items()) + " (tools: reading the laptop's "
+        "tools and copying the source; check: `--list-devices` in the new folder, then again where it landed, "
+        "and the switch).")
 
 
 if __name__ == "__main__":

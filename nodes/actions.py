@@ -7,7 +7,17 @@ from django.utils import timezone
 from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
 from nodes import build_here, install, netcheck, probe, removal, rpcserver, serving, speed, ssh
-from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe, RpcServer, ServerStatus
+from nodes.models import (
+    ActionKind,
+    ActionStatus,
+    LinkCheck,
+    Node,
+    NodeAction,
+    NodeStatus,
+    Probe,
+    RpcServer,
+    ServerStatus,
+)
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
 
@@ -52,6 +62,9 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
 
 
 def do_build_runtime(action: NodeAction, node: Node) -> None:
+    other = node.actions.filter(kind=ActionKind.BUILD_RUNTIME, status=ActionStatus.RUNNING).exclude(pk=action.pk)
+    if other.exists():  # both would copy the source to the same file at once
+        raise ActionError("The runtime is already being built on this laptop; wait for that build to end.")
     try:
         built = build_here.build_runtime(node.ssh_target(), node.install_dir, build_here.head_protocol(),
                                          action.report)

@@ -22,6 +22,8 @@ record() {
 }
 which_of() { for tool in "$@"; do command -v "$tool" && return 0; done; return 127; }
 present() { found=1; for f in "$@"; do [ -e "$f" ] && echo "$f" && found=0; done; return $found; }
+# A GPU driver in a bad state can hang its tools: give them 20 s where `timeout` exists (not on macOS).
+limited() { if command -v timeout >/dev/null 2>&1; then timeout 20 "$@"; else "$@"; fi; }
 record uname uname -sm
 record cores sh -c 'nproc 2>/dev/null || sysctl -n hw.logicalcpu'
 record cc which_of cc gcc clang
@@ -32,15 +34,15 @@ record make make --version
 record nvcc nvcc --version
 record nvcc_path which_of nvcc
 if command -v nvidia-smi >/dev/null; then
-  record nvidia_smi nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader ||
-  record nvidia_smi nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  record nvidia_smi limited nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader ||
+  record nvidia_smi limited nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 fi
 record glslc glslc --version
 record vulkan_headers present ${VULKAN_SDK:+"$VULKAN_SDK/include/vulkan/vulkan.h"} /usr/include/vulkan/vulkan.h \
   /usr/local/include/vulkan/vulkan.h /opt/homebrew/include/vulkan/vulkan.h
 record vulkan_loader present ${VULKAN_SDK:+"$VULKAN_SDK/lib/libvulkan.so"} /usr/lib/*/libvulkan.so \
   /usr/lib64/libvulkan.so /usr/lib/libvulkan.so /usr/local/lib/libvulkan.dylib /opt/homebrew/lib/libvulkan.dylib
-command -v vulkaninfo >/dev/null && record vulkaninfo vulkaninfo --summary
+command -v vulkaninfo >/dev/null && record vulkaninfo limited vulkaninfo --summary
 if [ "$(uname -s)" = Darwin ]; then
   record cpu_brand sysctl -n machdep.cpu.brand_string
   record sw_vers sw_vers
@@ -111,29 +113,37 @@ def parse(output: str) -> dict[str, Recorded]:
     return found
 
 
+MISSING = Recorded(NOT_FOUND, "")
+
+
+def answer(recorded: dict[str, Recorded], name: str) -> Recorded:
+    return recorded.get(name) or MISSING
+
+
 def version_in(text: str) -> str:
     match = re.search(r"(\d+\.\d+(?:\.\d+)*)", text)
     return match.group(1) if match else ""
 
 
+def version_key(text: str) -> tuple[int, ...]:
+    return tuple(int(x) for x in re.findall(r"\d+", text))
+
+
 def older(found: str, needed: str) -> bool:
-    def as_tuple(text: str) -> tuple[int, ...]:
-        return tuple(int(x) for x in re.findall(r"\d+", text))
-    return as_tuple(found) < as_tuple(needed)
+    return version_key(found) < version_key(needed)
 
 
 def assess(recorded: dict[str, Recorded], cmake_minimums: dict[str, str]) -> Toolchain:
     """What this laptop can build and what it lacks. `cmake_minimums`: the source's own (ggml, cuda, vulkan)."""
-    get = recorded.get
-    os_name, _, arch = (get("uname") or Recorded(1, "")).out.strip().partition(" ")
-    cores = (get("cores") or Recorded(1, "")).out.strip()
+    os_name, _, arch = answer(recorded, "uname").out.strip().partition(" ")
+    cores = answer(recorded, "cores").out.strip()
     tools = Toolchain(os_name, arch, int(cores) if cores.isdigit() else 1, *system_of(recorded))
     if os_name not in ("Linux", "Darwin"):
         tools.missing.append(f"it runs {os_name or 'an unknown system'}; only Linux and macOS laptops can build it.")
         return tools
     choose_gpu_backends(tools, recorded)
     needed = max([cmake_minimums.get("ggml", "3.14"), *(cmake_minimums.get(b, "0") for b in tools.backends)],
-                 key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
+                 key=version_key)
     check_build_tools(tools, recorded, needed)
     return tools
 
@@ -142,8 +152,7 @@ def system_of(recorded: dict[str, Recorded]) -> tuple[str, str]:
     if "sw_vers" in recorded:
         version = re.search(r"ProductVersion:\s*(\S+)", recorded["sw_vers"].out)
         return f"macOS {version.group(1) if version else ''}".strip(), "macos"
-    release = recorded.get("os_release") or Recorded(1, "")
-    fields = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', release.out, re.M))
+    fields = dict(re.findall(r'^(\w+)="?([^"\n]*)"?$', answer(recorded, "os_release").out, re.M))
     family = f"{fields.get('ID', '')} {fields.get('ID_LIKE', '')}".split()
     distro = next((name for name in ("debian", "fedora") if name in family or
                    (name == "debian" and "ubuntu" in family) or (name == "fedora" and "rhel" in family)), "other")
@@ -151,19 +160,17 @@ def system_of(recorded: dict[str, Recorded]) -> tuple[str, str]:
 
 
 def check_build_tools(tools: Toolchain, recorded: dict[str, Recorded], cmake_needed: str) -> None:
-    get = recorded.get
     lacks = []
-    has_compilers = all((get(name) or Recorded(NOT_FOUND, "")).ok for name in ("cc", "cxx"))
-    if tools.distro == "macos" and not (get("xcode_select") or Recorded(1, "")).ok:
+    # On a Mac, cc and c++ are there even without the command line tools: stubs that offer to install them.
+    no_xcode_tools = tools.distro == "macos" and not answer(recorded, "xcode_select").ok
+    if no_xcode_tools or not (answer(recorded, "cc").ok and answer(recorded, "cxx").ok):
         lacks.append("compiler")
-    elif not has_compilers:
-        lacks.append("compiler")
-    cmake = get("cmake") or Recorded(NOT_FOUND, "")
+    cmake = answer(recorded, "cmake")
     tools.cmake = version_in(cmake.out) if cmake.ok else ""
     if not tools.cmake or older(tools.cmake, cmake_needed):
         lacks.append("cmake")
     for name, generator in (("ninja", "Ninja"), ("make", "Unix Makefiles")):
-        if (get(name) or Recorded(NOT_FOUND, "")).ok:
+        if answer(recorded, name).ok:
             tools.generator = generator
             break
     else:
@@ -227,22 +234,22 @@ def choose_metal(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
     if tools.arch != "arm64":
         tools.notes.append("Metal: built on Apple silicon only; this Mac computes on its CPU.")
         return
-    displays = recorded.get("displays") or Recorded(1, "")
+    displays = answer(recorded, "displays")
     support = re.search(r"Metal (?:Support|Family):\s*(.+)", displays.out)
     if displays.ok and not support:
         tools.notes.append("Metal: this Mac's graphics report no Metal support; it computes on its CPU.")
         return
-    chip = (recorded.get("cpu_brand") or Recorded(1, "")).out.strip() or "Apple silicon"
+    chip = answer(recorded, "cpu_brand").out.strip() or "Apple silicon"
     tools.backends.append("metal")
     tools.notes.append(f"Metal: {chip}" + (f" ({support.group(1).strip()})." if support else "."))
 
 
 def gpus_of(recorded: dict[str, Recorded]) -> list[Gpu]:
-    answer = recorded.get("nvidia_smi") or Recorded(NOT_FOUND, "")
-    if answer.rc != 0:
+    said = answer(recorded, "nvidia_smi")
+    if said.rc != 0:
         return []
     found = []
-    for line in answer.out.splitlines():
+    for line in said.out.splitlines():
         parts = [part.strip() for part in line.split(",")]
         if len(parts) >= 3 and version_in(parts[1]):
             found.append(Gpu(parts[0], parts[1], parts[2], parts[3] if len(parts) > 3 else ""))
@@ -250,8 +257,7 @@ def gpus_of(recorded: dict[str, Recorded]) -> list[Gpu]:
 
 
 def choose_cuda(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
-    nvcc = recorded.get("nvcc") or Recorded(NOT_FOUND, "")
-    release = re.search(r"release (\d+\.\d+)", nvcc.out)
+    release = re.search(r"release (\d+\.\d+)", answer(recorded, "nvcc").out)
     tools.gpus = gpus_of(recorded)
     names = ", ".join(gpu.name for gpu in tools.gpus)
     if not release and not tools.gpus:
@@ -264,9 +270,9 @@ def choose_cuda(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
         tools.notes.append(f"CUDA: nvcc {release.group(1)} is here but no NVIDIA driver answers (`nvidia-smi`): "
                            "built without CUDA.")
         return
-    tools.cuda, tools.nvcc = release.group(1), (recorded.get("nvcc_path") or Recorded(1, "")).out.strip()
+    tools.cuda, tools.nvcc = release.group(1), answer(recorded, "nvcc_path").out.strip()
     needed = CUDA_MIN_DRIVER.get(int(tools.cuda.split(".")[0]))
-    driver = min((gpu.driver for gpu in tools.gpus), key=lambda v: tuple(int(x) for x in re.findall(r"\d+", v)))
+    driver = min((gpu.driver for gpu in tools.gpus), key=version_key)
     if needed and older(driver, needed):
         tools.missing.append(
             f"its NVIDIA driver {driver} is too old for its CUDA {tools.cuda} toolkit, which needs driver {needed} "
@@ -278,8 +284,7 @@ def choose_cuda(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
 
 
 def choose_vulkan(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
-    parts = {name: (recorded.get(name) or Recorded(NOT_FOUND, "")).ok
-             for name in ("glslc", "vulkan_headers", "vulkan_loader")}
+    parts = {name: answer(recorded, name).ok for name in ("glslc", "vulkan_headers", "vulkan_loader")}
     if not any(parts.values()):
         return
     if not all(parts.values()):
