@@ -1,6 +1,7 @@
 """A build that cannot start, is killed or loses its connection says at which step, leaves nothing half-made on
 the laptop, and the laptop keeps the runtime it had."""
 
+import os
 import subprocess
 import threading
 import time
@@ -65,6 +66,7 @@ def no_cmake(laptop, tmp_path):
     empty = tmp_path / "no-cmake"
     empty.touch(mode=0o644)
     sshd = str(laptop[1].sshd_pid)
+    assert os.readlink(f"/proc/{sshd}/ns/mnt") != os.readlink("/proc/self/ns/mnt"), "would hide this machine's cmake"
     subprocess.run(["nsenter", "-t", sshd, "-m", "--", "mount", "--bind", str(empty), "/usr/bin/cmake"], check=True)
     yield
     subprocess.run(["nsenter", "-t", sshd, "-m", "--", "umount", "/usr/bin/cmake"], check=True)
