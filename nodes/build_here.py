@@ -127,7 +127,7 @@ def head_protocol() -> str:
         return rpcsource.tarball().rpc_protocol
 
 
-def build_runtime(target: ssh.SSHTarget, install_dir: str, head_protocol: str, report: Report) -> Built:
+def build_runtime(target: ssh.SSHTarget, install_dir: str, protocol: str, report: Report) -> Built:
     """The laptop's own build of the head's ggml-rpc-server, made once per source and flags, checked, current."""
     started = time.monotonic()
     source = rpcsource.tarball()
@@ -143,28 +143,28 @@ def build_runtime(target: ssh.SSHTarget, install_dir: str, head_protocol: str, r
     if rebuilt:
         tarball = f"{install_dir.rstrip('/')}/downloads/llama-rpc-source-{source.sha256[:12]}.tar.gz"
         sent = push_verified(target, source.path, tarball, source.sha256, report).sent
-        follow(target, runtime, tarball, plan, head_protocol, report)
+        follow(target, runtime, tarball, plan, protocol, report)
     else:
         report(f"Already built on this laptop from the same source with the same flags ({plan.dir_name}): "
                "nothing rebuilt.", step="check")
-    found, protocol = check(target, path, head_protocol)
+    found, spoken = check(target, path, protocol)
     ssh.sh(target, SWITCH, ssh.remote_path(runtime), plan.dir_name)
-    return Built(path, plan, tools, rebuilt, time.monotonic() - started, sent, found, protocol, log)
+    return Built(path, plan, tools, rebuilt, time.monotonic() - started, sent, found, spoken, log)
 
 
 def is_intact(target: ssh.SSHTarget, path: str) -> bool:
     return ssh.sh(target, INTACT, ssh.remote_path(path), timeout=120).exit_status == 0
 
 
-def check(target: ssh.SSHTarget, path: str, head_protocol: str) -> tuple[list[devices.Device], str]:
+def check(target: ssh.SSHTarget, path: str, expected: str) -> tuple[list[devices.Device], str]:
     """Like the bundle before use: the server lists its devices and speaks the head's RPC protocol."""
     try:
         found, protocol = devices.list_devices(target, f"{path}/bin/ggml-rpc-server")
     except devices.DevicesError as exc:
         raise BuildFailed("check", f"The built server did not answer: {exc}") from None
-    if protocol != head_protocol:
+    if protocol != expected:
         raise BuildFailed("check", f"The built server speaks RPC protocol {protocol or 'unknown'}, the head "
-                                   f"{head_protocol}: build it again.")
+                                   f"{expected}: build it again.")
     return found, protocol
 
 
