@@ -6,8 +6,18 @@ from django.utils import timezone
 
 from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
-from nodes import devices, install, netcheck, probe, removal, rpcserver, serving, speed, ssh
-from nodes.models import ActionKind, LinkCheck, Node, NodeAction, NodeStatus, Probe, RpcServer, ServerStatus
+from nodes import build_here, devices, install, netcheck, probe, removal, rpcserver, serving, speed, ssh
+from nodes.models import (
+    ActionKind,
+    ActionStatus,
+    LinkCheck,
+    Node,
+    NodeAction,
+    NodeStatus,
+    Probe,
+    RpcServer,
+    ServerStatus,
+)
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.transfer import TransferError
 
@@ -42,10 +52,10 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
         raise ActionError(str(exc)) from None
     try:
         installed = install.install_runtime(node.ssh_target(), node.install_dir, bundle,
-                                            latest_facts(action, node), action.report)
+                                            latest_facts(action, node), action.report, replace_built=True)
     except (install.InstallRefused, TransferError) as exc:
         raise ActionError(str(exc)) from None
-    node.runtime = bundle.sha256[:12]
+    node.runtime = installed.runtime_id or bundle.sha256[:12]
     node.save(update_fields=["runtime"])
     listed = probe.runtime_devices(node.ssh_target(), node.install_dir)
     if listed:  # what the new runtime sees joins the laptop's facts
@@ -58,6 +68,27 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
         action.report(f"{action.message} {said}".strip())
     action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired,
                   sent=installed.sent, resumed_from=installed.resumed_from)
+
+
+def do_build_runtime(action: NodeAction, node: Node) -> None:
+    other = node.actions.filter(kind=ActionKind.BUILD_RUNTIME, status=ActionStatus.RUNNING).exclude(pk=action.pk)
+    if other.exists():  # both would copy the source to the same file at once
+        raise ActionError("The runtime is already being built on this laptop; wait for that build to end.")
+    try:
+        built = build_here.build_runtime(node.ssh_target(), node.install_dir, build_here.head_protocol(),
+                                         action.report)
+    except (build_here.BuildRefused, build_here.BuildFailed, RuntimeNotFound, TransferError) as exc:
+        raise ActionError(str(exc)) from None
+    node.runtime = built.plan.runtime_id
+    node.save(update_fields=["runtime"])
+    names = ", ".join(f"{device.name} ({size(device.total)})" if device.total else device.name
+                      for device in built.devices)
+    said = (f"Built and checked on the laptop in {built.seconds:.0f} s" if built.rebuilt
+            else f"Nothing rebuilt: its build for this source and these flags was checked in {built.seconds:.1f} s")
+    action.report(f"{said}. Devices: {names}; RPC protocol {built.protocol}. It is now the laptop's runtime "
+                  "(rpc-servers started from now on use it).", path=built.path, rebuilt=built.rebuilt,
+                  seconds=round(built.seconds, 1), sent=built.sent, protocol=built.protocol, runtime=node.runtime,
+                  devices=[device.as_fact() for device in built.devices])
 
 
 def do_network_check(action: NodeAction, node: Node) -> None:
@@ -144,6 +175,7 @@ def do_remove(action: NodeAction, node: Node) -> None:
 HANDLERS = {
     ActionKind.PROBE: do_probe,
     ActionKind.INSTALL_RUNTIME: do_install_runtime,
+    ActionKind.BUILD_RUNTIME: do_build_runtime,
     ActionKind.NETWORK_CHECK: do_network_check,
     ActionKind.MEASURE_SPEED: do_measure_speed,
     ActionKind.RESTART_RPC: do_restart_servers,

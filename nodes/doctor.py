@@ -122,10 +122,14 @@ def clock(facts: dict) -> list[Finding]:
 def runtime(node: Node, facts: dict, bundle: RuntimeBundle | None) -> list[Finding]:
     if bundle is None:
         return [Finding(ERROR, "No runtime bundle on the panel", fix="Run `make setup` on the panel's machine.")]
+    if node.runtime.startswith("built-"):
+        return [Finding(OK, "Runtime built on this laptop", "From the head's own llama.cpp source; it answered with "
+                        f"the head's RPC protocol {bundle.rpc_protocol} when it was built.")]
     reasons = install.problems(facts, bundle.manifest)
     if reasons:
-        return [Finding(ERROR, "This laptop cannot run the runtime", "; ".join(reasons) + ".",
-                        "Use a 64-bit x86 laptop with Ubuntu 22.04, Debian 12, Fedora 35 or newer.")]
+        return [Finding(ERROR, "This laptop cannot run the runtime bundle", "; ".join(reasons) + ".",
+                        f"{install.BUILD_HINT} (it needs a C/C++ compiler and cmake there), or use a 64-bit x86 "
+                        "laptop with Ubuntu 22.04, Debian 12, Fedora 35 or newer.")]
     if not node.runtime:
         return [Finding(WARN, "Runtime not installed", fix="Install the runtime from this page.")]
     if node.runtime != bundle.sha256[:12]:

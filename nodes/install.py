@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from nodes import ssh
+from nodes import build_here, ssh
 from nodes.runtime import RuntimeBundle
 from nodes.transfer import Report, push_verified
 
@@ -14,6 +14,11 @@ UNPACK = (
 # Arguments: the folder, then pairs of (sha256, file); succeeds only if every file matches.
 VERIFY = 'cd "$1" 2>/dev/null || exit 1; shift; while [ $# -gt 1 ]; do echo "$1  $2"; shift 2; done ' \
          '| sha256sum --check --status -'
+# The runtime folder `current` points to when the laptop built it itself (nodes/build_here.py); else exit 1.
+CURRENT_BUILD = ('name=$(readlink -- "$1/current" 2>/dev/null) && '
+                 'case "$name" in built-*) echo "$name" ;; *) exit 1 ;; esac')
+BUILD_HINT = ("\"Build the runtime here\" on its page builds one on the laptop itself, from the head's own "
+              "llama.cpp source")
 
 
 class InstallRefused(Exception):
@@ -27,6 +32,7 @@ class Installed:
     repaired: bool
     sent: int = 0
     resumed_from: int = 0
+    runtime_id: str = ""  # what Node.runtime records when it is the laptop's own build
 
 
 def version(text: str | None) -> tuple[int, ...]:
@@ -59,10 +65,15 @@ def is_intact(target: ssh.SSHTarget, path: str, bundle: RuntimeBundle) -> bool:
 
 
 def install_runtime(target: ssh.SSHTarget, install_dir: str, bundle: RuntimeBundle, facts: dict,
-                    report: Report) -> Installed:
+                    report: Report, replace_built: bool = False) -> Installed:
+    """The bundle, unless the laptop runs a build of its own that is whole and speaks the head's protocol (kept
+    but where `replace_built` and the bundle can run here: an admin asking for the bundle)."""
     reasons = problems(facts, bundle.manifest)
+    if not (replace_built and not reasons) and (kept := own_build(target, install_dir, bundle, report)):
+        return kept
     if reasons:
-        raise InstallRefused("This laptop cannot run the llama.cpp runtime: " + "; ".join(reasons) + ".")
+        raise InstallRefused("This laptop cannot run the llama.cpp runtime: " + "; ".join(reasons) +
+                             f". {BUILD_HINT}.")
     path = runtime_path(install_dir, bundle)
     existed = ssh.sh(target, '[ -d "$1" ]', ssh.remote_path(path)).exit_status == 0
     if existed and is_intact(target, path, bundle):
@@ -77,3 +88,21 @@ def install_runtime(target: ssh.SSHTarget, install_dir: str, bundle: RuntimeBund
     report("Runtime installed and verified.")
     return Installed(path, copied=not copied.skipped, repaired=existed, sent=copied.sent,
                      resumed_from=copied.resumed_from)
+
+
+def own_build(target: ssh.SSHTarget, install_dir: str, bundle: RuntimeBundle, report: Report) -> Installed | None:
+    runtime = f"{install_dir.rstrip('/')}/runtime"
+    found = ssh.sh(target, CURRENT_BUILD, ssh.remote_path(runtime))
+    name = found.stdout.strip()
+    if found.exit_status != 0 or not name:
+        return None
+    path = f"{runtime}/{name}"
+    try:
+        if not build_here.is_intact(target, path):
+            return None
+        build_here.check(target, path, bundle.rpc_protocol)
+    except build_here.BuildFailed:
+        return None
+    report(f"The laptop runs the runtime it built itself ({name}), whole and speaking the head's RPC protocol "
+           f"{bundle.rpc_protocol}: kept.")
+    return Installed(path, copied=False, repaired=False, runtime_id=name[:12])

@@ -53,17 +53,23 @@ class RuntimeBundle:
         return cls(tarball, manifest)
 
 
-def find_bundle() -> RuntimeBundle:
-    """The bundle built from the same llama-cpp-python the panel runs (RUNTIME_MANIFEST overrides)."""
-    if os.environ.get("RUNTIME_MANIFEST"):
-        return RuntimeBundle.from_manifest(Path(os.environ["RUNTIME_MANIFEST"]))
+def cache_dir() -> Path:
+    """scripts/build_llama.py's cache for the llama-cpp-python the panel runs (its source, builds, bundles)."""
     try:
         version = metadata.version("llama-cpp-python")
     except metadata.PackageNotFoundError:
         raise RuntimeNotFound("llama-cpp-python is not installed: run `make setup`.") from None
-    pattern = f"llama-cpp-python-{version}/runtime-*/{MANIFEST_NAME}"
-    found = sorted(settings.BUILD_CACHE_DIR.glob(pattern), key=lambda p: p.stat().st_mtime)
+    return settings.BUILD_CACHE_DIR / f"llama-cpp-python-{version}"
+
+
+def find_bundle() -> RuntimeBundle:
+    """The bundle built from the same llama-cpp-python the panel runs (RUNTIME_MANIFEST overrides)."""
+    if os.environ.get("RUNTIME_MANIFEST"):
+        return RuntimeBundle.from_manifest(Path(os.environ["RUNTIME_MANIFEST"]))
+    cache = cache_dir()
+    found = sorted(cache.glob(f"runtime-*/{MANIFEST_NAME}"), key=lambda p: p.stat().st_mtime)
     if not found:
+        version = cache.name.rpartition("-")[2]
         raise RuntimeNotFound(
             f"No runtime bundle for llama-cpp-python {version} in {settings.BUILD_CACHE_DIR}: run `make setup`."
         )

@@ -43,7 +43,9 @@ class Progress:
 
 
 def remote_sha256(target: ssh.SSHTarget, path: str) -> str | None:
-    result = ssh.sh(target, '[ -f "$1" ] && sha256sum -- "$1" | cut -c1-64', ssh.remote_path(path), timeout=300)
+    # macOS has shasum, not sha256sum: a Mac builds its runtime from a source copied this way.
+    result = ssh.sh(target, '[ -f "$1" ] && { sha256sum -- "$1" 2>/dev/null || shasum -a 256 -- "$1"; } | cut -c1-64',
+                    ssh.remote_path(path), timeout=300)
     digest = result.stdout.strip()
     return digest if len(digest) == 64 else None
 

@@ -15,6 +15,7 @@ urlpatterns = [
     path("<slug:name>/edit/", views.edit_node, name="edit"),
     path("<slug:name>/remove/", views.remove_node, name="remove"),
     path("<slug:name>/actions/<str:kind>/", views.node_action, name="action"),
+    path("<slug:name>/actions/<int:pk>/log/", views.build_log, name="build-log"),
     path("<slug:name>/approve-host-key/", views.approve_host_key, name="approve-host-key"),
     path("<slug:name>/rpc-server/", views.rpc_server, name="rpc-server"),
     path("<slug:name>/rpc-server/<int:port>/log/", views.rpc_server_log, name="rpc-server-log"),

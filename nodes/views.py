@@ -9,16 +9,18 @@ from django.views.decorators.http import require_http_methods, require_POST
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.natural import natural_sorted
-from nodes import devices, metrics, removal, rpcserver, serving, ssh, upkeep
+from nodes import build_here, devices, metrics, removal, rpcserver, serving, ssh, upkeep
 from nodes.doctor import diagnose
 from nodes.forms import AddNodeForm, ConfirmNodeForm, EditNodeForm, sign_host_key
-from nodes.models import ActionKind, Node, NodeStatus, PanelKey, RpcServer
+from nodes.models import ActionKind, Node, NodeAction, NodeStatus, PanelKey, RpcServer
 from nodes.registration import RegistrationError, register
 from nodes.runtime import RuntimeNotFound, find_bundle
 from nodes.tasks import enqueue
 
 APPROVAL_SALT = "clusterpanel.nodes.approve-host-key"
-USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.NETWORK_CHECK, ActionKind.MEASURE_SPEED]
+USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.BUILD_RUNTIME, ActionKind.NETWORK_CHECK,
+                ActionKind.MEASURE_SPEED]
+ASKED_FIRST = {ActionKind.BUILD_RUNTIME}  # what takes the laptop's every core for minutes says so first
 SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
 
@@ -120,9 +122,26 @@ def node_action(request: HttpRequest, name: str, kind: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
     if kind not in USER_ACTIONS:
         messages.error(request, "That is not something the panel can do to a laptop.")
+    elif kind in ASKED_FIRST and request.POST.get("confirmed") != "1":
+        return confirm.ask(request, f"Build the runtime on {node.name}?", build_here.consequences(node.install_dir),
+                           "Build", reverse("nodes:detail", args=[name]), carry=[("confirmed", "1")])
     else:
         enqueue(node, kind, request.user)
     return redirect("nodes:detail", name=name)
+
+
+@lab_admin_required
+def build_log(request: HttpRequest, name: str, pk: int) -> HttpResponse:
+    """A build's whole log, read from the laptop now; the lines its action kept when the laptop cannot be asked."""
+    action = get_object_or_404(NodeAction.objects.select_related("node"), node__name=name, pk=pk,
+                               kind=ActionKind.BUILD_RUNTIME)
+    path, text, error = action.progress.get("log", ""), "", ""
+    try:
+        text = build_here.read_log(action.node.ssh_target(), path) if path else ""
+    except ssh.SSHError as exc:
+        error = str(exc)
+    return render(request, "nodes/build_log.html", {"action": action, "path": path, "error": error,
+                                                    "text": text or action.error or "(empty)"})
 
 
 @lab_admin_required

@@ -2,11 +2,11 @@
 // report: its state, its message, and a copy's progress bar.
 const LABELS = { queued: "Queued", running: "Running", succeeded: "Succeeded", failed: "Failed" };
 
-function progressBar(item) {
-  let bar = item.querySelector(".progress");
+function progressBar(item, kind = "") {
+  let bar = item.querySelector(kind ? `.progress.${kind}` : ".progress:not(.steps)");
   if (!bar) {
     bar = document.createElement("div");
-    bar.className = "progress";
+    bar.className = kind ? `progress ${kind}` : "progress";
     bar.innerHTML = '<progress></progress> <span class="rate"></span>';
     item.append(bar);
   }
@@ -24,5 +24,12 @@ export function showAction(item, action) {
     bar.querySelector("progress").value = progress.bytes_done;
     const eta = progress.eta_s ? ` · ${Math.round(progress.eta_s)} s left` : "";
     bar.querySelector(".rate").textContent = `${progress.mb_per_s} MB/s${eta}`;
+  }
+  if (progress.steps_total) {  // a build on the laptop: ninja's [n/m], or make's percent
+    const bar = progressBar(item, "steps");
+    bar.querySelector("progress").max = progress.steps_total;
+    bar.querySelector("progress").value = progress.steps_done;
+    bar.querySelector(".rate").textContent = progress.steps_total === 100
+      ? `${progress.steps_done} %` : `step ${progress.steps_done} of ${progress.steps_total}`;
   }
 }

@@ -15,6 +15,13 @@ function row(action) {
     list.querySelector(".empty")?.remove();
     list.prepend(item);
   }
+  if (action.kind === "build_runtime" && action.progress?.log && !item.querySelector(".log-link")) {
+    const link = document.createElement("a");  // the build's whole log, read from the laptop
+    link.className = "log-link";
+    link.href = `${location.pathname.replace(/\/$/, "")}/actions/${action.id}/log/`;
+    link.textContent = "log";
+    item.querySelector(".message").after(" ", link);
+  }
   return item;
 }
 
