@@ -81,7 +81,8 @@ def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
         return
     try:
         stages = list(deployment.stages.select_related("node"))
-        ensure_runtimes([stage.node for stage in stages])
+        ensure_runtimes([stage.node for stage in stages],
+                        {stage.node_id: [part["device"] for part in stage.devices] for stage in stages})
         for stage in stages:
             start_server(stage)
         wait_for_servers(stages)
@@ -173,36 +174,45 @@ def ensure_runtime(node: Node) -> None:
     ensure_runtimes([node])
 
 
-def ensure_runtimes(nodes: list[Node]) -> None:
-    """The runtime on every laptop, checked and installed side by side; one DeployError naming each laptop that
-    cannot take it. One at a time, 39 laptops took most of a minute and the error named only the first."""
+def ensure_runtimes(nodes: list[Node], devices: dict[int, list[str]] | None = None) -> None:
+    """The runtime on every laptop, checked and installed side by side, and the devices each must serve
+    (`devices`, by laptop id) still there; one DeployError naming each laptop that cannot take part. One at a
+    time, 39 laptops took most of a minute and the error named only the first."""
     try:
         bundle = find_bundle()
     except RuntimeNotFound as exc:
         raise DeployError(f"{nodes[0]}: {exc}") from None
-    targets = [(node.ssh_target(), node.install_dir) for node in nodes]  # here: the threads read no database
+    devices = devices or {}
+    targets = [(node.ssh_target(), node.install_dir, devices.get(node.pk, [])) for node in nodes]  # no database
     with ThreadPoolExecutor(min(len(nodes), RUNTIMES_SIDE_BY_SIDE) or 1, thread_name_prefix="runtime") as pool:
-        problems = list(pool.map(lambda target: runtime_problem(*target, bundle), targets))
-    failed = [f"{node}: {problem}" for node, problem in zip(nodes, problems, strict=True) if problem]
+        found = list(pool.map(lambda target: runtime_problem(*target, bundle), targets))
+    failed = [f"{node}: {problem}" for node, (problem, _) in zip(nodes, found, strict=True) if problem]
     if len(failed) == 1:
         raise DeployError(failed[0])
     if failed:
         raise DeployError(f"{len(failed)} of {len(nodes)} laptops cannot take part: {'; '.join(failed)}")
-    Node.objects.filter(pk__in=[node.pk for node in nodes]).update(runtime=bundle.sha256[:12])
-    for node in nodes:
-        node.runtime = bundle.sha256[:12]
+    for node, (_, runtime) in zip(nodes, found, strict=True):
+        Node.objects.filter(pk=node.pk).update(runtime=runtime)
+        node.runtime = runtime
 
 
-def runtime_problem(target: ssh.SSHTarget, install_dir: str, bundle) -> str:
-    """Why the runtime is not on the laptop now, in words; "" once it is. SSH only: it runs in a thread."""
+def runtime_problem(target: ssh.SSHTarget, install_dir: str, wanted: list[str], bundle) -> tuple[str, str]:
+    """Why the laptop cannot take part now, in words ("" once it can), and the runtime it runs. SSH only: it
+    runs in a thread."""
     try:
         facts = probe.probe(target, install_dir)
-        install.install_runtime(target, install_dir, bundle, facts, lambda *a, **k: None)
+        installed = install.install_runtime(target, install_dir, bundle, facts, lambda *a, **k: None)
+        seen = probe.runtime_devices(target, install_dir) if installed.copied or installed.repaired else facts
+        listed = [device["name"] for device in seen.get("devices", [])]
     except install.InstallRefused as exc:
-        return str(exc)
+        return str(exc), ""
     except Exception as exc:  # SSH and transfer errors all stop the deployment the same way
-        return f"could not install the runtime: {exc}"
-    return ""
+        return f"could not install the runtime: {exc}", ""
+    gone = [name for name in wanted if listed and name not in listed]
+    if gone:
+        return (f"its {' and '.join(gone)}, planned to hold layers, is no longer there (the laptop's runtime lists "
+                f"{', '.join(listed)}); probe it and plan again", "")
+    return "", installed.runtime_id or bundle.sha256[:12]
 
 
 def start_server(stage: DeploymentStage) -> None:

@@ -22,12 +22,9 @@ case "$pid" in ''|*[!0-9]*) ;; *) if kill -0 "$pid" 2>/dev/null; then echo "runn
 [ -f "$dir/log" ] && mv -- "$dir/log" "$dir/log.1"
 rm -f -- "$dir/pid" "$dir/pid.new"
 if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCOUNT; fi
-if [ -n "$gpu" ]; then
-  [ -f "$gpu" ] || { echo "the runtime here has no $(basename "$gpu"): install the runtime again" >&2; exit 6; }
-  export GGML_BACKEND_PATH="$gpu"
-else
-  unset GGML_BACKEND_PATH
-fi
+# The bundle's GPU backend, loaded by this server only (a runtime built on the laptop has its backends inside).
+unset GGML_BACKEND_PATH
+if [ -n "$gpu" ] && [ -f "$gpu" ]; then export GGML_BACKEND_PATH="$gpu"; fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
 LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
@@ -128,8 +125,6 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
                     ssh.remote_path(gpu) if gpu else "", timeout=QUICK_S)
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
-    if result.exit_status == 6:
-        raise RpcServerError(f"Could not start ggml-rpc-server on {', '.join(devices)}: {result.stderr.strip()}.")
     if result.exit_status != 0 or not result.stdout.split():
         raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
     return pid_in(result.stdout.split())

@@ -235,13 +235,15 @@ class SimLan:
         self.save(lan)
         return laptop
 
-    def give_vulkan_gpu(self, i: int) -> None:
-        """Laptop `i` gets a GPU through Vulkan: Mesa's lavapipe, a real Vulkan driver that computes on the CPU.
-        ggml leaves CPU-type Vulkan devices out unless GGML_VK_VISIBLE_DEVICES names them, so the laptop's sshd
-        sets it for every session (a real GPU's driver needs no setting); sshd restarts to read it."""
+    def give_vulkan_gpu(self, i: int, present: bool = True) -> None:
+        """Laptop `i` gets a GPU through Vulkan: Mesa's lavapipe, a real Vulkan driver that computes on the CPU
+        (`present` False: it loses it, as a laptop whose GPU driver broke). ggml leaves CPU-type Vulkan devices
+        out unless GGML_VK_VISIBLE_DEVICES names them, so the laptop's sshd sets it for every session (a real
+        GPU's driver needs no setting); sshd restarts to read it."""
         lan, laptop, laptop_dir = self.laptop(i)
         config = laptop_dir / "sshd_config"
-        config.write_text(config.read_text() + "SetEnv GGML_VK_VISIBLE_DEVICES=0\n")
+        lines = [line for line in config.read_text().splitlines() if not line.startswith("SetEnv GGML_VK")]
+        config.write_text("\n".join([*lines, *(["SetEnv GGML_VK_VISIBLE_DEVICES=0"] if present else [])]) + "\n")
         self.restart_sshd(lan, laptop, laptop_dir)
         self.save(lan)
 
