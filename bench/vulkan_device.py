@@ -3,6 +3,7 @@
 Mesa's lavapipe is a real Vulkan driver that computes on the CPU: this measures the Vulkan path's correctness and
 cost on this machine, not a GPU's speed (docs/gpus.md; bench/gpu_check.sh is the real-GPU check).
 
+0. The same laptop's server left idle, serving its CPU and serving its Vulkan0: resident memory.
 1. One simulated laptop with lavapipe (nodes/simlan.give_vulkan_gpu): the bundled model's every layer on its CPU,
    then on its Vulkan0, alternating, `--rounds` times: tokens/s and, against the head alone, the first token where
    the greedy answers part.
@@ -14,6 +15,7 @@ cost on this machine, not a GPU's speed (docs/gpus.md; bench/gpu_check.sh is the
 
 import argparse
 import statistics
+import time
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -90,6 +92,27 @@ def device_against_cpu(node, rounds: int, tokens: int) -> None:
     print(f"\nVulkan0 (lavapipe) ÷ CPU, same laptop, same core: {vulkan / cpu:.2f}×")
 
 
+def idle_server_memory(node) -> None:
+    """Resident memory of a server started and left idle: serving the CPU, and serving Vulkan0 (the Vulkan backend
+    and the driver loaded)."""
+    from nodes import rpcserver, ssh
+
+    print("\n| server serving | idle resident memory MiB |")
+    print("|---|---:|")
+    for device in ("CPU", "Vulkan0"):
+        rpcserver.start(node, INSTALL_DIR, PORT, devices=[device])
+        try:
+            for _ in range(100):  # started once its banner ends with the transport
+                if "transport" in ssh.sh(node, 'cat -- "$1/log"', rpcserver.folder(INSTALL_DIR, PORT)).stdout:
+                    break
+                time.sleep(0.2)
+            state = rpcserver.state(node, INSTALL_DIR, PORT)
+            rss = ssh.run(node, ["ps", "-o", "rss=", "-p", str(state.pid)]).stdout.strip()
+        finally:
+            rpcserver.stop(node, INSTALL_DIR, PORT)
+        print(f"| {device} | {int(rss) / 1024:.1f} |")
+
+
 def memory_per_device(nodes: list) -> None:
     from jobs.engine import oneshot
     from models_app import planner
@@ -127,6 +150,7 @@ def main() -> None:
         from lan import with_runtime
 
         nodes = with_runtime(lan, INSTALL_DIR)
+        idle_server_memory(nodes[0])
         device_against_cpu(nodes[0], args.rounds, args.tokens)
         memory_per_device(nodes)
 
