@@ -66,10 +66,13 @@ def record_stages(deployment: Deployment, plan: Plan, nodes: list[Node],
 
 
 def serve_devices(stage: DeploymentStage) -> None:
-    """The stage's server serves the stage's devices: told so, and restarted if it served others."""
+    """The stage's server serves the stage's devices: told so, and restarted if it served others (STARTING until
+    the supervisor has: the load waits for it). A server recorded before devices ([]) served the CPU."""
     devices = [part["device"] for part in stage.devices] or ["CPU"]
-    RpcServer.objects.filter(pk=stage.server_id).exclude(devices=devices).update(devices=devices,
-                                                                                 restart_requested=True)
+    server = RpcServer.objects.get(pk=stage.server_id)
+    if (server.devices or ["CPU"]) != devices:
+        RpcServer.objects.filter(pk=server.pk).update(devices=devices, restart_requested=True,
+                                                      status=ServerStatus.STARTING)
 
 
 def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
@@ -208,10 +211,11 @@ def runtime_problem(target: ssh.SSHTarget, install_dir: str, wanted: list[str], 
         return str(exc), ""
     except Exception as exc:  # SSH and transfer errors all stop the deployment the same way
         return f"could not install the runtime: {exc}", ""
-    gone = [name for name in wanted if listed and name not in listed]
+    gone = [name for name in wanted if name not in (listed or ["CPU"])]
     if gone:
-        return (f"its {' and '.join(gone)}, planned to hold layers, is no longer there (the laptop's runtime lists "
-                f"{', '.join(listed)}); probe it and plan again", "")
+        lists = f"the laptop's runtime lists {', '.join(listed)}" if listed else "the laptop's runtime lists none"
+        return (f"its {' and '.join(gone)}, planned to hold layers, {'is' if len(gone) == 1 else 'are'} no longer "
+                f"there ({lists}); probe it and plan again", "")
     return "", installed.runtime_id or bundle.sha256[:12]
 
 
@@ -221,19 +225,18 @@ def start_server(stage: DeploymentStage) -> None:
     if stage.server_id and RpcServer.objects.filter(pk=stage.server_id, wanted=True).exists():
         serve_devices(stage)
         return
-    server = take_port(stage.node)
-    RpcServer.objects.filter(pk=server.pk).update(devices=[part["device"] for part in stage.devices] or ["CPU"])
+    server = take_port(stage.node, [part["device"] for part in stage.devices] or ["CPU"])
     # The port is free again once an earlier deployment stopped: its stage lets go of the server row.
     DeploymentStage.objects.filter(server=server).exclude(pk=stage.pk).update(server=None)
     stage.server = server
     stage.save(update_fields=["server"])
 
 
-def take_port(node: Node) -> RpcServer:
+def take_port(node: Node, devices: list[str]) -> RpcServer:
     """A server on the first port of the laptop that no wanted server holds, now wanted and ours alone: a row
     let go of is taken back with a guarded update, a new one made where none is (two deployments may start
-    servers on one laptop at the same moment)."""
-    fields = {"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None}
+    servers on one laptop at the same moment). It serves `devices`, told before the supervisor may start it."""
+    fields = {"wanted": True, "status": ServerStatus.STARTING, "failures": 0, "next_try_at": None, "devices": devices}
     for port in range(FIRST_PORT, 65536):
         if RpcServer.objects.filter(node=node, port=port, wanted=False).update(**fields):
             return RpcServer.objects.get(node=node, port=port)

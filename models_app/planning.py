@@ -18,6 +18,7 @@ DEFAULT_SPEED_GB_S = 5.0  # until a laptop's speed is measured
 MAX_SLOTS = 64
 ROUND_TRIPS_PER_TOKEN = 4  # graph compute and tensor copies, per RPC device and token
 GPU_RESERVE_BYTES, GPU_RESERVE_SHARE = 256 * planner.MiB, 0.05  # of a GPU's own memory: its driver, the screen
+GPU_BACKEND_RAM = 64 * planner.MiB  # a server with lavapipe's Vulkan loaded: 63 MB more (bench/vulkan_device.py)
 
 
 class PlanningError(Exception):
@@ -85,11 +86,14 @@ def device_machines(node: Node, claimed: dict[tuple[int, str], int]) -> list[pla
     listed = [device for device in every if device.name not in node.devices_off]
     shared = sharing_ram(node, [device for device in listed if device.host_memory])
     in_ram = sum(claimed.get((node.pk, name), 0) for name in {"CPU", *(d.name for d in every if d.host_memory)})
+    used = [device for device in listed if not device.host_memory or device is shared]
+    # A server using a GPU loads its backend and driver, which live in the laptop's RAM whatever the GPU holds.
+    in_ram += GPU_BACKEND_RAM if any(not device.is_cpu for device in used) else 0
     hop, machines = hop_seconds(node), []
-    for device in listed:
-        if device.host_memory and device is not shared:
-            continue
+    for device in used:
         free = ram - in_ram if device.host_memory else own_memory(device) - claimed.get((node.pk, device.name), 0)
+        if device.host_memory and not device.is_cpu and device.total:  # RAM, but no more than its driver offers
+            free = min(free, own_memory(device))
         speed = node.speed_gb_s if device.is_cpu else node.device_speeds.get(device.name)
         machines.append(planner.Machine(node.name, max(free, 0), speed or DEFAULT_SPEED_GB_S, hop, device.name,
                                         device.description, measured=bool(speed)))

@@ -57,17 +57,24 @@ def do_install_runtime(action: NodeAction, node: Node) -> None:
         raise ActionError(str(exc)) from None
     node.runtime = installed.runtime_id or bundle.sha256[:12]
     node.save(update_fields=["runtime"])
-    listed = probe.runtime_devices(node.ssh_target(), node.install_dir)
-    if listed:  # what the new runtime sees joins the laptop's facts
-        stale = ("devices", "devices_error", "runtime_protocol")
-        facts = {key: value for key, value in latest_facts(action, node).items() if key not in stale}
-        Probe.objects.create(node=node, facts={**facts, **listed})
+    listed = record_devices(action, node)
+    if listed:
         names = [f"{d['name']} ({d['description']}, {size(d['free'])} free)" if d["type"] != "cpu" else d["name"]
                  for d in listed.get("devices", [])]
         said = f"Devices: {', '.join(names)}." if names else listed.get("devices_error", "")
         action.report(f"{action.message} {said}".strip())
     action.report(path=installed.path, copied=installed.copied, repaired=installed.repaired,
                   sent=installed.sent, resumed_from=installed.resumed_from)
+
+
+def record_devices(action: NodeAction, node: Node) -> dict:
+    """What the laptop's runtime, just installed or built, sees joins its facts (plans read them); as listed."""
+    listed = probe.runtime_devices(node.ssh_target(), node.install_dir)
+    if listed:
+        stale = ("devices", "devices_error", "runtime_protocol")
+        facts = {key: value for key, value in latest_facts(action, node).items() if key not in stale}
+        Probe.objects.create(node=node, facts={**facts, **listed})
+    return listed
 
 
 def do_build_runtime(action: NodeAction, node: Node) -> None:
@@ -81,6 +88,7 @@ def do_build_runtime(action: NodeAction, node: Node) -> None:
         raise ActionError(str(exc)) from None
     node.runtime = built.plan.runtime_id
     node.save(update_fields=["runtime"])
+    record_devices(action, node)
     names = ", ".join(f"{device.name} ({size(device.total)})" if device.total else device.name
                       for device in built.devices)
     said = (f"Built and checked on the laptop in {built.seconds:.0f} s" if built.rebuilt
@@ -105,17 +113,20 @@ def do_network_check(action: NodeAction, node: Node) -> None:
 
 
 def do_measure_speed(action: NodeAction, node: Node) -> None:
-    """Each device the laptop's runtime lists, in turn: its CPU, and each GPU it can use."""
+    """Each device the laptop's runtime lists, in turn, the CPU first: a device that fails is said, the others
+    are still measured."""
     if not node.runtime:
         raise ActionError("Install the runtime first; the speed test runs on it.")
-    listed = [devices.Device.from_fact(f) for f in latest_facts(action, node).get("devices", [])] or devices.CPU_ONLY
-    measured = {}
-    for device in listed:
+    latest_facts(action, node)  # probed first if it never was
+    listed = devices.listed_devices(node)
+    measured, failed = {}, {}
+    for device in sorted(listed, key=lambda device: not device.is_cpu):
         action.report(f"Running the bundled model on the laptop's {device.name} for a few seconds.")
         try:
             result = speed.measure(node.ssh_target(), node.install_dir, device=device.name)
-        except (LlamaCppError, rpcserver.RpcServerError) as exc:
-            raise ActionError(f"The speed test on {device.name} failed: {exc}") from None
+        except (LlamaCppError, rpcserver.RpcServerError, ssh.SSHError) as exc:
+            failed[device.name] = str(exc)
+            continue
         measured[device.name] = result
         if device.is_cpu:
             node.speed_gb_s = result["bandwidth_gb_s"]
@@ -123,10 +134,13 @@ def do_measure_speed(action: NodeAction, node: Node) -> None:
             node.device_speeds = {**node.device_speeds, device.name: result["bandwidth_gb_s"]}
         node.speed_measured_at = timezone.now()
         node.save(update_fields=["speed_gb_s", "device_speeds", "speed_measured_at"])
+    if not measured:
+        raise ActionError("The speed test failed: " + "; ".join(f"{name}: {why}" for name, why in failed.items()))
     said = "; ".join(f"{name}: {r['tokens_per_s']} tokens/s, about {r['bandwidth_gb_s']} GB/s" for name, r in
                      measured.items())
-    action.report(f"On the bundled model, {said} of effective memory bandwidth.",
-                  **(measured.get("CPU") or next(iter(measured.values()))), devices=measured)
+    not_measured = "".join(f" {name} could not be measured: {why}." for name, why in failed.items())
+    action.report(f"On the bundled model, {said} of effective memory bandwidth.{not_measured}",
+                  **(measured.get("CPU") or next(iter(measured.values()))), devices=measured, failed=failed)
 
 
 def do_restart_servers(action: NodeAction, node: Node) -> None:

@@ -159,7 +159,7 @@ def is_intact(target: ssh.SSHTarget, path: str) -> bool:
 def check(target: ssh.SSHTarget, path: str, expected: str) -> tuple[list[devices.Device], str]:
     """Like the bundle before use: the server lists its devices and speaks the head's RPC protocol."""
     try:
-        found, protocol = devices.list_devices(target, f"{path}/bin/ggml-rpc-server")
+        found, protocol = devices.list_devices(target, path)
     except devices.DevicesError as exc:
         raise BuildFailed("check", f"The built server did not answer: {exc}") from None
     if protocol != expected:

@@ -44,8 +44,12 @@ class Device:
     @property
     def host_memory(self) -> bool:
         """Its memory is the laptop's RAM: the CPU, an integrated GPU, a software renderer."""
-        software = any(word in self.description.lower() for word in SOFTWARE_RENDERERS)
-        return self.type in ("cpu", "igpu") or software
+        return self.type in ("cpu", "igpu") or self.kind == "metal" or self.software  # Apple silicon: one memory
+
+    @property
+    def software(self) -> bool:
+        """A Vulkan driver that computes on the CPU, not a GPU."""
+        return any(word in self.description.lower() for word in SOFTWARE_RENDERERS)
 
     def as_fact(self) -> dict:
         return {**asdict(self), "kind": self.kind, "host_memory": self.host_memory}
@@ -105,9 +109,9 @@ VULKAN_DRIVERS = ("Debian/Ubuntu: sudo apt install libvulkan1 mesa-vulkan-driver
 def gpu_unused(facts: dict, bundle_has_vulkan: bool) -> str:
     """Why a GPU the laptop has holds no layers, in words ("" when none is idle for a reason the panel knows)."""
     listed = [Device.from_fact(fact) for fact in facts.get("devices", [])]
-    if any(not device.is_cpu for device in listed):
+    if any(not device.is_cpu and not device.software for device in listed):
         return ""
-    makers = sorted({GPU_MAKERS.get(vendor, "a") for vendor in facts.get("gpu_vendors", [])})
+    makers = sorted({GPU_MAKERS[vendor] for vendor in facts.get("gpu_vendors", []) if vendor in GPU_MAKERS})
     if facts.get("nvidia_gpus") and "NVIDIA" not in makers:
         makers.append("NVIDIA")
     if not makers:

@@ -28,7 +28,7 @@ def runtime_devices(target: ssh.SSHTarget, install_dir: str) -> dict:
         found, protocol = devices.list_devices(target, devices.current_runtime(install_dir))
     except devices.NotInstalled:
         return {}
-    except devices.DevicesError as exc:
+    except (devices.DevicesError, ssh.SSHError) as exc:  # the CPU is still known: the probe goes on
         return {"devices_error": str(exc)}
     return {"devices": [device.as_fact() for device in found], "runtime_protocol": protocol}
 

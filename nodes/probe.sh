@@ -74,5 +74,7 @@ if { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q 'libv
 else
   kv vulkan_loader 0
 fi
+limited() { if command -v timeout >/dev/null 2>&1; then timeout 10 "$@"; else "$@"; fi; }  # a hung driver
 command -v nvidia-smi >/dev/null 2>&1 && \
-  kv nvidia_gpus "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | tr '\n' ';')"
+  kv nvidia_gpus "$(limited nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
+    | tr '\n' ';')"

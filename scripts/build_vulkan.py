@@ -73,7 +73,7 @@ def build_backend(tree: Path, cache: Path, logs: Path, jobs: int, cmake_args: li
 
 
 def add_to_bundle(manifest_path: Path, library: Path, final: Path) -> Path:
-    """A copy of the bundle at `manifest_path` with `library` in its bin/, under `final`; its manifest."""
+    """A copy of the bundle at `manifest_path` with `library` in its gpu/, under `final`; its manifest."""
     manifest = json.loads(manifest_path.read_text())
     plain_tarball = manifest["tarball"]
     staging = Path(tempfile.mkdtemp(prefix="runtime-vulkan-", dir=final.parent))

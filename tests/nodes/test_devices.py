@@ -23,6 +23,7 @@ def test_the_listing_is_read_gpus_first_with_what_each_one_is():
     assert cpu.is_cpu and cpu.host_memory
     assert Device("Vulkan0", "gpu", 1, 1, "llvmpipe (LLVM 15.0.6, 256 bits)").host_memory, "a software renderer"
     assert Device("MTL0", "gpu", 1, 1, "Apple M2").kind == "metal"
+    assert Device("MTL0", "gpu", 1, 1, "Apple M2").host_memory, "Apple silicon: the GPU's memory is the RAM"
     assert parse("Usage: ggml-rpc-server [options]\n") == ([], ""), "an older server lists nothing"
 
 
@@ -42,6 +43,13 @@ CPU_ONLY = [{"name": "CPU", "type": "cpu", "total": 1, "free": 1, "description":
 ])
 def test_a_gpu_left_idle_is_explained(facts, bundle_has_vulkan, says):
     assert gpu_unused(facts, bundle_has_vulkan).startswith(says)
+
+
+def test_a_software_renderer_does_not_hide_an_idle_gpu():
+    soft = CPU_ONLY + [{"name": "Vulkan0", "type": "gpu", "total": 1, "free": 1, "description": "llvmpipe (LLVM 15)"}]
+    said = gpu_unused({"gpu_vendors": ["0x10de"], "vulkan_loader": True, "devices": soft}, True)
+    assert said.startswith("This laptop has NVIDIA graphics, but its Vulkan driver offers no GPU"), said
+    assert gpu_unused({"gpu_vendors": ["0x1af4"], "devices": CPU_ONLY}, True) == "", "a VM's virtio display: no GPU"
 
 
 def test_no_word_when_the_gpu_is_used_or_there_is_none():

@@ -1,6 +1,7 @@
 """A laptop with a GPU the runtime reaches through Vulkan (Mesa's lavapipe: a real Vulkan driver, computing on the
 CPU): installing the runtime finds the device, the probe records it, an rpc-server serving it holds the model's
-layers and generates; a device that is gone by the time a server starts is named in words."""
+layers and generates, "Measure speed" measures it beside the CPU; a device gone by the time a server starts is
+named in words."""
 
 import pytest
 
@@ -83,3 +84,13 @@ def test_a_device_gone_before_the_server_starts_is_named(gpu_laptop):
     said = rpcserver.why_it_ended(state.log_tail)
     assert said == ("its device Vulkan1 is no longer there (the laptop now has: Vulkan0, CPU); "
                     "probe the laptop and plan again"), said
+
+
+def test_measure_speed_measures_each_device(gpu_laptop):
+    node, _ = gpu_laptop
+    action = run_now(node, ActionKind.MEASURE_SPEED)
+    assert action.status == ActionStatus.SUCCEEDED, action.error
+    node.refresh_from_db()
+    assert node.speed_gb_s > 0 and node.device_speeds["Vulkan0"] > 0
+    assert set(action.progress["devices"]) == {"Vulkan0", "CPU"}
+    assert "Vulkan0: " in action.message and "CPU: " in action.message
