@@ -19,7 +19,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from nodes.runtime import RuntimeNotFound, cache_dir
+from nodes.runtime import Manifested, RuntimeNotFound, cache_dir
 
 TOP = "llama-rpc-source"
 # ggml/src's folders for the backends a laptop may build; the others (SYCL, CANN, OpenCL, …) stay behind.
@@ -52,26 +52,9 @@ class SourceError(RuntimeNotFound):
 
 
 @dataclass(frozen=True)
-class SourceTarball:
+class SourceTarball(Manifested):
     path: Path
     manifest: dict
-
-    @property
-    def sha256(self) -> str:
-        return self.manifest["sha256"]
-
-    @property
-    def rpc_protocol(self) -> str:
-        return self.manifest["rpc_protocol"]
-
-    def cmake_minimum(self, backends: list[str]) -> str:
-        """The newest CMake any part of this build asks for (ggml itself, then each GPU backend chosen)."""
-        wanted = [self.manifest["cmake_minimum"].get(name, "0") for name in ["ggml", *backends]]
-        return max(wanted, key=version_tuple)
-
-
-def version_tuple(text: str) -> tuple[int, ...]:
-    return tuple(int(part) for part in re.findall(r"\d+", text)[:3])
 
 
 def layout_key() -> str:

@@ -19,9 +19,9 @@ class RuntimeNotFound(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class RuntimeBundle:
-    tarball: Path
+class Manifested:
+    """Something the head's build made, described by its manifest (a dict field of the dataclass)."""
+
     manifest: dict
 
     @property
@@ -31,6 +31,12 @@ class RuntimeBundle:
     @property
     def rpc_protocol(self) -> str:
         return self.manifest["rpc_protocol"]
+
+
+@dataclass(frozen=True)
+class RuntimeBundle(Manifested):
+    tarball: Path
+    manifest: dict
 
     @property
     def gpu_backends(self) -> dict[str, str]:
