@@ -16,6 +16,7 @@ from django.db import IntegrityError, transaction
 
 from jobs.engine import oneshot
 from jobs.engine.llamacpp import LlamaCppError
+from models_app import plan_words
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from models_app.planner import Plan, laptop_stages
 from models_app.planning import PlanningError, as_record, make_plan
@@ -375,10 +376,5 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
 def per_laptop_counts(stages: list[dict]) -> list[int]:
     """A recorded plan's layers for the head, then each laptop (its devices' stages added up): what a manual
     plan is asked with."""
-    counts: list[int] = [stages[0]["count"]] if stages else []
-    for index, stage in enumerate(stages[1:], start=1):
-        if index > 1 and stage["machine"] == stages[index - 1]["machine"]:
-            counts[-1] += stage["count"]
-        else:
-            counts.append(stage["count"])
-    return counts
+    head = [stages[0]["count"]] if stages else []
+    return head + [sum(stages[k]["count"] for k in run) for run in plan_words.laptop_runs(stages)]

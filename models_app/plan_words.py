@@ -86,3 +86,14 @@ def split_rows(record: dict) -> list[dict]:
                         if stage["machine"] == "head" else stage["layers"]),
              "memory": sum(stage["memory"].values()), "usable": stage["usable"], "ms": stage["seconds"] * 1000}
             for position, stage in enumerate(record["stages"]) if stage["count"] or stage["machine"] == "head"]
+
+
+def laptop_runs(stages: list[dict]) -> list[list[int]]:
+    """Indices of a plan record's stages after the head, laptop by laptop: a laptop's devices are side by side."""
+    runs: list[list[int]] = []
+    for index in range(1, len(stages)):
+        if runs and stages[index]["machine"] == stages[runs[-1][0]]["machine"]:
+            runs[-1].append(index)
+        else:
+            runs.append([index])
+    return runs

@@ -15,7 +15,7 @@ import redis
 from django.conf import settings
 
 from clusterpanel.broadcast import broadcast
-from models_app import tensor_cache
+from models_app import plan_words, tensor_cache
 from models_app.models import Deployment, DeploymentStage, GgufModel
 from nodes import rpccache, ssh
 from nodes.transfer import Progress
@@ -54,12 +54,9 @@ def needed(deployment: Deployment) -> list[list[rpccache.Tensor]]:
     devices = tensor_cache.tensors_per_device(
         model_hashes(model)["tensors"], "output.weight" in model.other_tensors, model.n_layer,
         plan["n_gpu_layers"], tuple(plan["tensor_split"]))
-    laptops: list[dict[str, dict]] = []  # a laptop's devices share its cache: their tensors go in one list
-    for index, (found, stage) in enumerate(zip(devices, plan["stages"][1:], strict=True)):
-        if index and stage["machine"] == plan["stages"][index]["machine"]:
-            laptops[-1].update(found)
-        else:
-            laptops.append(dict(found))
+    # A laptop's devices share its cache: their tensors go in one list (stage k is RPC device k - 1).
+    laptops = [{name: t for k in run for name, t in devices[k - 1].items()}
+               for run in plan_words.laptop_runs(plan["stages"])]
     return [one_per_file(found) for found in laptops]
 
 
