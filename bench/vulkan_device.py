@@ -22,7 +22,7 @@ from pathlib import Path
 from lan import ROOT, target  # noqa: F401  (sets up sys.path and Django's settings)
 
 INSTALL_DIR = "~/.clusterpanel-bench"
-PROMPT = "<|im_start|>user\nList the planets of the solar system in order.<|im_end|>\n<|im_start|>assistant\n"
+CHAT = [{"role": "user", "content": "List the planets of the solar system in order, one per line."}]
 PORT = 50480
 
 
@@ -75,13 +75,13 @@ def device_against_cpu(node, rounds: int, tokens: int) -> None:
     from models_app.bundled import bundled_model_path
 
     model = bundled_model_path()
-    reference = oneshot.complete([], PROMPT, tokens, model=model, n_gpu_layers=0)["pieces"]
+    reference = oneshot.complete([], "", tokens, model=model, n_gpu_layers=0, chat=CHAT)["pieces"]
     rates: dict[str, list[float]] = {"CPU": [], "Vulkan0": []}
     parted: dict[str, str] = {}
     for round_ in range(rounds):
         for device in (["CPU", "Vulkan0"] if round_ % 2 == 0 else ["Vulkan0", "CPU"]):
             with servers([node], [[device]]) as endpoints:
-                answer = oneshot.complete(endpoints, PROMPT, tokens, model=model, timeout=900)
+                answer = oneshot.complete(endpoints, "", tokens, model=model, timeout=900, chat=CHAT)
             rates[device].append(answer["completion_tokens"] / answer["seconds"])
             parted[device] = first_difference(answer["pieces"], reference)
     print(f"\n| device of the laptop | tokens/s (median of {rounds}) | against the head alone |")
@@ -126,9 +126,12 @@ def memory_per_device(nodes: list) -> None:
                planner.Machine("bvk-3", 2 << 30, 5.0)]
     plan = planner.plan_mode("even", shape, planner.Machine("head", 8 << 30, 5.0), laptops, options)
     with servers(nodes, [[stage.machine.device] for stage in plan.stages[1:]]) as endpoints:
-        answer = oneshot.complete(endpoints, PROMPT, 8, model=model, n_gpu_layers=plan.n_gpu_layers,
+        endpoints = list(endpoints)
+        answer = oneshot.complete(endpoints, "", 8, model=model, chat=CHAT, n_gpu_layers=plan.n_gpu_layers,
                                   tensor_split=plan.tensor_split, ctx=512)
-    allocated = {name.partition("[")[0]: kinds for name, kinds in answer["buffers"].items()}
+    # llama.cpp names a buffer by the server's own device index and its endpoint: RPC0[host:port] on each server
+    by_endpoint = {name.partition("[")[2].rstrip("]"): kinds for name, kinds in answer["buffers"].items()}
+    allocated = {f"RPC{k}": by_endpoint.get(endpoint, {}) for k, endpoint in enumerate(endpoints)}
     print("\n| device | layers | predicted MiB (weights + KV + compute) | llama.cpp allocated MiB | predicted ÷ "
           "allocated |")
     print("|---|---:|---:|---:|---:|")
@@ -145,13 +148,15 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--tokens", type=int, default=32)
+    parser.add_argument("--memory-only", action="store_true", help="only part 2")
     args = parser.parse_args()
     with gpu_lan(3) as lan:
         from lan import with_runtime
 
         nodes = with_runtime(lan, INSTALL_DIR)
-        idle_server_memory(nodes[0])
-        device_against_cpu(nodes[0], args.rounds, args.tokens)
+        if not args.memory_only:
+            idle_server_memory(nodes[0])
+            device_against_cpu(nodes[0], args.rounds, args.tokens)
         memory_per_device(nodes)
 
 
