@@ -11,7 +11,7 @@ from clusterpanel.natural import natural_key, natural_sorted
 from models_app import fit, plan_words, planner
 from models_app.models import Deployment, DeploymentStage, GgufModel
 from nodes import runtime
-from nodes.devices import CPU_ONLY, Device
+from nodes.devices import Device, listed_devices
 from nodes.models import LinkCheck, Node, Probe
 
 DEFAULT_SPEED_GB_S = 5.0  # until a laptop's speed is measured
@@ -68,13 +68,6 @@ def read_machines(nodes: list[Node], replacing: Deployment | None = None) -> lis
     return [device_machines(fresh.get(node.pk, node), claimed) for node in nodes]
 
 
-def devices_of(node: Node) -> list[Device]:
-    """As the latest probe listed them (GPUs first, the CPU last); the CPU alone if it listed none."""
-    probe = node.probes.first()
-    listed = probe.facts.get("devices") if probe else None
-    return [Device.from_fact(fact) for fact in listed] if listed else list(CPU_ONLY)
-
-
 def device_machines(node: Node, claimed: dict[tuple[int, str], int]) -> list[planner.Machine] | None:
     """The laptop's devices the planner may use, in its server's order: each GPU with memory of its own (what was
     free less a reserve), and one of the devices that share its RAM (the CPU, unless an integrated or software
@@ -82,7 +75,7 @@ def device_machines(node: Node, claimed: dict[tuple[int, str], int]) -> list[pla
     ram = node.usable_bytes()
     if ram is None:
         return None
-    every = devices_of(node)
+    every = listed_devices(node)
     listed = [device for device in every if device.name not in node.devices_off]
     shared = sharing_ram(node, [device for device in listed if device.host_memory])
     in_ram = sum(claimed.get((node.pk, name), 0) for name in {"CPU", *(d.name for d in every if d.host_memory)})

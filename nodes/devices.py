@@ -132,7 +132,7 @@ def gpu_unused(facts: dict, bundle_has_vulkan: bool) -> str:
 def listed_devices(node) -> list[Device]:
     """A laptop's devices as its runtime last listed them; its CPU alone before that."""
     probe = node.probes.first()
-    return [Device.from_fact(fact) for fact in (probe.facts if probe else {}).get("devices", [])] or CPU_ONLY
+    return [Device.from_fact(fact) for fact in (probe.facts if probe else {}).get("devices", [])] or list(CPU_ONLY)
 
 
 def rows(node) -> list[dict]:
