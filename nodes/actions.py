@@ -6,7 +6,7 @@ from django.utils import timezone
 
 from clusterpanel.units import size
 from jobs.engine.llamacpp import LlamaCppError
-from nodes import build_here, devices, install, netcheck, probe, removal, rpcserver, serving, speed, ssh
+from nodes import build_here, devices, install, netcheck, platforms, probe, removal, rpcserver, serving, speed, ssh
 from nodes.models import (
     ActionKind,
     ActionStatus,
@@ -30,7 +30,10 @@ class ActionError(Exception):
 
 def do_probe(action: NodeAction, node: Node) -> None:
     action.report("Asking the laptop about itself.")
-    facts = probe.probe(node.ssh_target(), node.install_dir)
+    try:
+        facts = probe.probe(node.ssh_target(), node.install_dir)
+    except platforms.UnsupportedSystem as exc:
+        raise ActionError(str(exc)) from None
     Probe.objects.create(node=node, facts=facts)
     node.set_status(NodeStatus.READY)
     ram = facts["ram_limit"] or facts["ram_total"] or 0

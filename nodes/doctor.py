@@ -64,6 +64,10 @@ def memory(facts: dict) -> list[Finding]:
         found.append(Finding(WARN, f"{size(facts['swap_used'])} of swap in use",
                              "Layers that land in swap make every token wait for the disk.",
                              "Free memory on the laptop or give it fewer layers; consider `swapoff -a` while serving."))
+    if facts.get("memory_pressure") in ("warning", "critical"):  # macOS's own judgement, compression and swap together
+        found.append(Finding(WARN, f"macOS reports {facts['memory_pressure']} memory pressure",
+                             "The Mac is compressing and swapping memory: layers put there wait on both.",
+                             "Quit apps on the Mac, or give it fewer layers."))
     return found
 
 

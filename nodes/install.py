@@ -2,7 +2,7 @@
 
 from dataclasses import dataclass
 
-from nodes import build_here, ssh
+from nodes import build_here, platforms, ssh
 from nodes.runtime import RuntimeBundle
 from nodes.transfer import Report, push_verified
 
@@ -42,8 +42,8 @@ def version(text: str | None) -> tuple[int, ...]:
 def problems(facts: dict, manifest: dict) -> list[str]:
     """Why this laptop cannot run the bundle, in plain words; empty when it can."""
     found = []
-    if facts.get("os", "").lower() != manifest["os"]:
-        found.append(f"it runs {facts.get('os') or 'an unknown OS'}; the runtime is built for Linux")
+    if facts.get("os", "").lower() != manifest["os"] or facts.get("wsl") == 1:
+        found.append(platforms.no_bundle_for(facts))
     if facts.get("arch") != manifest["arch"]:
         found.append(f"its CPU is {facts.get('arch') or 'unknown'}; the runtime is built for {manifest['arch']}")
     if facts.get("glibc") and version(facts["glibc"]) < version(manifest["min_glibc"]):

@@ -3,20 +3,25 @@
 import time
 from pathlib import Path
 
-from nodes import devices, ssh
+from nodes import devices, platforms, ssh
 
-SCRIPT = (Path(__file__).parent / "probe.sh").read_text()
+SCRIPT = platforms.DARWIN + (Path(__file__).parent / "probe.sh").read_text()
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
                      "avx512_vbmi", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8")
 NO_LIMIT = 2**62  # cgroup v1 writes a huge number for "unlimited"
 
 
 def probe(target: ssh.SSHTarget, install_dir: str) -> dict:
+    """The laptop's facts; platforms.UnsupportedSystem, in words, for a laptop the panel cannot serve as it is."""
     sent = time.time()
     result = ssh.sh(target, SCRIPT, ssh.remote_path(install_dir), timeout=30)
     received = time.time()
     raw = dict(line.split("=", 1) for line in result.stdout.splitlines() if "=" in line)
+    if platforms.windows_login(result.stdout + result.stderr, result.exit_status, raw.get("os", "")):
+        raise platforms.UnsupportedSystem(platforms.windows_refusal(target.host))
     facts = parse(raw)
+    if problem := platforms.mac_problem(facts):
+        raise platforms.UnsupportedSystem(problem)
     facts["clock_offset_s"] = clock_offset(raw.get("clock", ""), (sent + received) / 2)
     facts.update(runtime_devices(target, install_dir))
     return facts
@@ -50,13 +55,14 @@ def _int(raw: dict, key: str, scale: int = 1) -> int | None:
 def parse(raw: dict) -> dict:
     """Typed facts from the script's key=value lines; what a laptop cannot tell is None."""
     flags = raw.get("cpu_flags", "").split()
-    ram_total = _int(raw, "meminfo_MemTotal", 1024) or _int(raw, "mem_total_kb", 1024)
+    ram_total = _int(raw, "meminfo_MemTotal", 1024)
     limit = _int(raw, "cgroup_memory_limit")
     if limit is not None and (limit >= NO_LIMIT or (ram_total and limit >= ram_total)):
         limit = None
     swap_total, swap_free = _int(raw, "meminfo_SwapTotal", 1024), _int(raw, "meminfo_SwapFree", 1024)
     temperature = _int(raw, "temperature_mc")
     return {
+        **platforms.facts(raw),
         "os": raw.get("os", ""), "kernel": raw.get("kernel", ""), "arch": raw.get("arch", ""),
         "distro": raw.get("distro", ""), "hostname": raw.get("hostname", ""),
         "glibc": raw.get("glibc", ""), "glibcxx": raw.get("glibcxx", "").removeprefix("GLIBCXX_"),

@@ -1,4 +1,4 @@
-# What a laptop can tell about itself, as key=value lines. POSIX sh; Linux fully, macOS best effort.
+# What a laptop can tell about itself, as key=value lines. POSIX sh; Linux here, macOS in nodes/platforms.py.
 # $1: the panel's install folder on the laptop (made if missing, to measure its disk).
 set +e
 dir="$1"
@@ -13,15 +13,8 @@ kv clock "$(date +%s.%N)"
 kv disk_free_kb "$(df -Pk "$dir" 2>/dev/null | awk 'NR==2 {print $4}')"
 [ -d "$dir/cache/rpc" ] && kv rpc_cache_kb "$(du -sk "$dir/cache/rpc" 2>/dev/null | awk '{print $1}')"
 
-if [ "$(uname -s)" = Darwin ]; then
-  kv distro "macOS $(sw_vers -productVersion 2>/dev/null)"
-  kv cpu_model "$(sysctl -n machdep.cpu.brand_string 2>/dev/null)"
-  kv physical_cores "$(sysctl -n hw.physicalcpu 2>/dev/null)"
-  kv logical_cores "$(sysctl -n hw.logicalcpu 2>/dev/null)"
-  kv cpu_flags "$(sysctl -n machdep.cpu.features machdep.cpu.leaf7_features 2>/dev/null | tr 'A-Z\n' 'a-z ')"
-  kv mem_total_kb "$(( $(sysctl -n hw.memsize 2>/dev/null || echo 0) / 1024 ))"
-  exit 0
-fi
+# A Mac answers through its own tools (nodes/platforms.py), in the keys below.
+if [ "$(uname -s)" = Darwin ]; then darwin_probe; exit 0; fi
 
 [ -r /etc/os-release ] && kv distro "$(. /etc/os-release; echo "$PRETTY_NAME")"
 kv glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
@@ -44,6 +37,10 @@ group=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
 group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
 [ -n "$group" ] && [ -r "/sys/fs/cgroup/memory$group/memory.limit_in_bytes" ] && \
   kv cgroup_memory_limit "$(cat "/sys/fs/cgroup/memory$group/memory.limit_in_bytes")"
+
+# Windows through WSL2: its kernel says so (uname -r, /proc/version); its RAM is the WSL2 virtual machine's.
+kv proc_version "$(cat /proc/version 2>/dev/null)"
+[ -e /proc/sys/fs/binfmt_misc/WSLInterop ] && kv wsl_interop 1
 
 source=$(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $1}')
 block=$(basename "$(readlink -f "$source" 2>/dev/null)")

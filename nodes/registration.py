@@ -4,7 +4,7 @@ from django.core.exceptions import ValidationError
 from django.db import transaction
 from django.views.decorators.debug import sensitive_variables
 
-from nodes import ssh
+from nodes import platforms, ssh
 from nodes.models import ActionKind, Node, PanelKey
 
 INSTALL_KEY = (
@@ -25,8 +25,15 @@ def install_panel_key(host: str, port: int, username: str, host_key: str, passwo
         result = ssh.sh(target, INSTALL_KEY, PanelKey.get().public_key)
     finally:
         ssh.forget(target)
+    refuse_windows(host, result)
     if result.exit_status != 0:
         raise RegistrationError(f"Could not add the panel's key to ~/.ssh/authorized_keys: {result.stderr.strip()}")
+
+
+def refuse_windows(host: str, result: ssh.Result) -> None:
+    """A native Windows login (cmd.exe or PowerShell answering) is refused, pointing to WSL2."""
+    if platforms.windows_login(result.stdout + result.stderr, result.exit_status):
+        raise RegistrationError(platforms.windows_refusal(host))
 
 
 class NotConfirmed(RegistrationError):
@@ -55,6 +62,7 @@ def check_login(node: Node) -> None:
         raise RegistrationError(str(exc)) from None
     finally:
         ssh.forget(target)
+    refuse_windows(node.host, result)
     if result.exit_status != 0:
         raise RegistrationError(f"Logged in to {node.host}, but `true` failed: {result.stderr.strip()}")
 

@@ -10,9 +10,9 @@ Layout on the laptop, under the install folder:
 import time
 from dataclasses import dataclass
 
-from nodes import ssh
+from nodes import platforms, ssh
 
-START = """
+START = platforms.PROCESSES + """
 dir="$1"; bin="$2"; host="$3"; port="$4"; threads="$5"; cache="$6"; spin="$7"; devices="$8"; gpu="$9"
 mkdir -p -- "$dir" "$cache" || exit 3
 pid=$(cat "$dir/pid" 2>/dev/null)
@@ -27,7 +27,8 @@ unset GGML_BACKEND_PATH
 if [ -n "$gpu" ] && [ -f "$gpu" ]; then export GGML_BACKEND_PATH="$gpu"; fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
-LLAMA_CACHE="$cache" PIDFILE="$dir/pid" setsid sh -c \
+__DETACH__
+LLAMA_CACHE="$cache" PIDFILE="$dir/pid" $detach sh -c \
   '"$0" "$@" & echo $! > "$PIDFILE.new" && mv "$PIDFILE.new" "$PIDFILE"; wait $!
    echo "ggml-rpc-server exited with status $?"' \
   "$bin" -H "$host" -p "$port" -t "$threads" -d "$devices" -c > "$dir/log" 2>&1 < /dev/null &
@@ -35,20 +36,20 @@ for _ in 1 2 3 4 5 6 7 8 9 10; do [ -s "$dir/pid" ] && break; sleep 0.1; done
 # A laptop too busy to have written the pid within a second: "starting", the pid is learnt later.
 pid=$(cat "$dir/pid" 2>/dev/null)
 case "$pid" in ''|*[!0-9]*) echo starting ;; *) echo "started $pid" ;; esac
-"""
-STOP = """
+""".replace("__DETACH__", platforms.DETACH)
+STOP = platforms.PROCESSES + """
 dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null) || exit 0
 case "$pid" in ''|*[!0-9]*) rm -f "$dir/pid"; exit 0 ;; esac
-if grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
+if is_server "$pid"; then
   kill "$pid"; for _ in 1 2 3 4 5 6 7 8 9 10; do kill -0 "$pid" 2>/dev/null || break; sleep 0.2; done
   kill -9 "$pid" 2>/dev/null
 fi
 rm -f "$dir/pid"
 """
-STATUS = """
+STATUS = platforms.PROCESSES + """
 dir="$1"; pid=$(cat "$dir/pid" 2>/dev/null)
 case "$pid" in ''|*[!0-9]*) pid= ;; esac
-if [ -n "$pid" ] && grep -q ggml-rpc-server "/proc/$pid/cmdline" 2>/dev/null; then
+if [ -n "$pid" ] && is_server "$pid"; then
   echo "running $pid"
 else
   echo stopped
@@ -117,7 +118,7 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
     spin_count = settings.RPC_SPIN_COUNT if spin_count is None else spin_count
     base = install_dir.rstrip("/")
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
-    threads = threads or int(ssh.run(target, ["nproc"], timeout=QUICK_S).stdout.strip() or 1)
+    threads = threads or int(ssh.sh(target, platforms.LOGICAL_CORES, timeout=QUICK_S).stdout.strip() or 1)
     devices = devices or ["CPU"]
     gpu = gpu_backend(install_dir, devices)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),

@@ -2,13 +2,18 @@
 
 No agent is installed: the laptop runs a small shell loop (`SCRIPT`) that
 prints raw counters between `T <time>` and `E`; `Sampler` turns two successive
-readings into rates (CPU %, network bytes/s).
+readings into rates (CPU %, network bytes/s). A Mac has no /proc: its loop
+(nodes/platforms.py) prints the same lines from its own tools, and its CPU's
+busy share as `CpuBusy` (macOS gives no per-core counters to a shell).
 """
 
 from dataclasses import dataclass, field
 
+from nodes import platforms
+
 # $1: seconds between readings. Reads a cgroup memory limit too (a laptop made smaller by one).
-SCRIPT = r"""
+SCRIPT = platforms.DARWIN + r"""
+[ "$(uname -s)" = Darwin ] && { darwin_samples "$1"; exit; }
 group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup 2>/dev/null)
 limit="/sys/fs/cgroup/memory$group/memory.limit_in_bytes"
 usage="/sys/fs/cgroup/memory$group/memory.usage_in_bytes"
@@ -38,6 +43,7 @@ class Reading:
     net: tuple[int, int] = (0, 0)
     mhz: int | None = None
     temp_mc: int | None = None
+    cpu_busy: float | None = None  # a Mac's: the busy share over the last interval itself
 
 
 def parse_block(lines: list[str]) -> Reading:
@@ -66,6 +72,8 @@ def read_line(reading: Reading, parts: list[str]) -> None:
         reading.mhz = int(parts[1])
     elif key == "Temp":
         reading.temp_mc = int(parts[1])
+    elif key == "CpuBusy":
+        reading.cpu_busy = round(float(parts[1]), 1)
 
 
 def busy_percent(before: list[int], after: list[int]) -> float:
@@ -85,12 +93,18 @@ def memory(reading: Reading) -> dict:
             "swap_used": swap_total - reading.mem.get("SwapFree", swap_total)}
 
 
+def cpu_percent(before: Reading, after: Reading) -> float:
+    if after.cpu_busy is not None:
+        return after.cpu_busy
+    return busy_percent(before.cpu[0], after.cpu[0]) if before.cpu and after.cpu else 0.0
+
+
 def sample(before: Reading, after: Reading) -> dict:
     seconds = max(after.time - before.time, 1e-3)
     cores = [busy_percent(b, a) for b, a in zip(before.cpu[1:], after.cpu[1:], strict=False)]
     return {
         "t": round(after.time, 3),
-        "cpu": busy_percent(before.cpu[0], after.cpu[0]) if before.cpu and after.cpu else 0.0,
+        "cpu": cpu_percent(before, after),
         "cores": cores,
         **memory(after),
         "rx": max(round((after.net[0] - before.net[0]) / seconds), 0),
