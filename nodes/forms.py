@@ -42,6 +42,7 @@ class AddNodeForm(AsSent, forms.ModelForm):
         model = Node
         fields = ["name", "host", "port", "username", "connection", "install_dir"]
         help_texts = {"name": "A short name, e.g. lab-3.", "host": "Address or host name on the LAN.",
+                      "port": "Its SSH server's port. A Windows laptop: its WSL2 Ubuntu's (see below), e.g. 2222.",
                       "install_dir": "Where the runtime and its caches go on the laptop."}
         labels = {"install_dir": "Install folder"}
 
