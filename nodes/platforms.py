@@ -94,11 +94,11 @@ darwin_samples() {  # nodes/sampler.py's loop, for a Mac; $1: seconds between re
   done
 }
 """
-# A pid's command, on Linux (procps) and macOS alike; /proc where `ps` is missing (a minimal Linux).
-# A zombie (a server that died, not yet reaped by the shell that waits for it) is no longer a server.
+# Whether a pid is a live ggml-rpc-server: Linux's /proc (a zombie's cmdline is empty, so a server that died and
+# is not yet reaped is none); a Mac has no /proc and asks `ps` (a zombie's state starts with Z).
 PROCESSES = r"""
 is_server() {
-  if command -v ps >/dev/null 2>&1; then
+  if [ "$(uname -s)" = Darwin ]; then
     ps -p "$1" -o stat= -o command= 2>/dev/null | awk '$1 !~ /^Z/ && /ggml-rpc-server/ {f = 1} END {exit !f}'
   else
     grep -q ggml-rpc-server "/proc/$1/cmdline" 2>/dev/null
@@ -174,8 +174,8 @@ def windows_refusal(host: str) -> str:
     return (f"{host} is a Windows laptop answering with Windows' own shell (cmd.exe or PowerShell), which cannot run "
             "the panel's commands or its Linux runtime. A Windows laptop joins through WSL2: install WSL2 with Ubuntu "
             "(`wsl --install -d Ubuntu` in an administrator PowerShell), then in Ubuntu `sudo apt install "
-            "openssh-server`, and register Ubuntu's SSH server instead (README, \"Windows laptops\": its address, "
-            "port and memory limit).")
+            "openssh-server`, and register Ubuntu's SSH server instead (README, \"Macs and Windows laptops\": its "
+            "address, port and memory limit).")
 
 
 def mac_problem(facts: dict) -> str:
