@@ -114,6 +114,7 @@ def test_a_laptop_the_bundle_cannot_serve_is_pointed_to_a_build_of_its_own(lapto
     with pytest.raises(install.InstallRefused) as refused:
         install.install_runtime(target(*laptop), "~/.cp-mac", runtime_bundle, mac, lambda *a, **k: None)
     assert str(refused.value) == (
-        "This laptop cannot run the llama.cpp runtime: it runs Darwin; the runtime is built for Linux; its CPU is "
-        "arm64; the runtime is built for x86_64. \"Build the runtime here\" on its page builds one on the laptop "
+        "This laptop cannot run the llama.cpp runtime: it runs macOS, and there is no macOS bundle (the runtime is "
+        "built for Linux); a Mac builds its own, with Metal on Apple silicon, once the Xcode command line tools and "
+        "cmake are there; its CPU is arm64; the runtime is built for x86_64. \"Build the runtime here\" on its page builds one on the laptop "
         "itself, from the head's own llama.cpp source.")
