@@ -129,9 +129,9 @@ def wsl_version(raw: dict) -> int | None:
     """2 for WSL2 (a real Linux kernel of Microsoft's: 5.15.153.1-microsoft-standard-WSL2, or 4.19.x-microsoft-standard
     before it said so), 1 for WSL1 (Windows answering Linux's calls: 4.4.0-19041-Microsoft); None off Windows."""
     said = f"{raw.get('kernel', '')} {raw.get('proc_version', '')}"
-    if "microsoft" not in said.lower() and not raw.get("wsl_interop"):
-        return None
-    return 2 if re.search(r"WSL2|microsoft-standard", said, re.I) else 1
+    if "microsoft" in said.lower():
+        return 2 if re.search(r"WSL2|microsoft-standard", said, re.I) else 1
+    return 2 if raw.get("wsl_interop") else None  # WSL2 with a kernel built by its user
 
 
 def platform_name(raw: dict) -> str:
