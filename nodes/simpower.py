@@ -16,6 +16,7 @@ from pathlib import Path
 from nodes.simlan import SimLan, run
 
 POWER_SUPPLY = "/sys/class/power_supply"
+CPU0 = "/sys/devices/system/cpu/cpu0"
 TOOLS_PATH = "/usr/local/bin:/usr/bin:/bin"
 
 
@@ -48,16 +49,41 @@ def set_battery(lan: SimLan, i: int, capacity: str | None = "43", status: str | 
         in_laptop_mounts(lan, i, "mount", "--bind", str(folder), POWER_SUPPLY)
 
 
-def battery_bound(lan: SimLan, i: int) -> bool:
+def bound(lan: SimLan, i: int, where: str) -> bool:
     mounts = in_laptop_mounts(lan, i, "cat", "/proc/self/mountinfo").stdout
-    return any(line.split()[4] == POWER_SUPPLY for line in mounts.splitlines())
+    return any(line.split()[4] == where for line in mounts.splitlines())
+
+
+def battery_bound(lan: SimLan, i: int) -> bool:
+    return bound(lan, i, POWER_SUPPLY)
+
+
+def unbind(lan: SimLan, i: int, where: str, folder: Path) -> None:
+    while bound(lan, i, where):
+        in_laptop_mounts(lan, i, "umount", where)
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def remove_battery(lan: SimLan, i: int) -> None:
     """Undo `set_battery`: the laptop's own (empty) power_supply again, the fake folder gone."""
-    while battery_bound(lan, i):
-        in_laptop_mounts(lan, i, "umount", POWER_SUPPLY)
-    shutil.rmtree(supplies(lan, i), ignore_errors=True)
+    unbind(lan, i, POWER_SUPPLY, supplies(lan, i))
+
+
+def set_cpu_clock(lan: SimLan, i: int, now_khz: int, max_khz: int) -> None:
+    """Laptop `i`'s first core reports a clock (cpufreq), as a laptop's does and this machine's do not: a folder
+    bound over its sysfs cpu0 holds cpufreq alone (nothing here reads the rest of cpu0)."""
+    folder = lan.state_dir / f"laptop{i}" / "cpu0"
+    (folder / "cpufreq").mkdir(parents=True, exist_ok=True)
+    for name, value in (("scaling_cur_freq", now_khz), ("cpuinfo_max_freq", max_khz)):
+        (folder / "cpufreq" / name).write_text(f"{value}\n")
+    for path in (folder, folder / "cpufreq", *(folder / "cpufreq").iterdir()):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    if not bound(lan, i, CPU0):
+        in_laptop_mounts(lan, i, "mount", "--bind", str(folder), CPU0)
+
+
+def remove_cpu_clock(lan: SimLan, i: int) -> None:
+    unbind(lan, i, CPU0, lan.state_dir / f"laptop{i}" / "cpu0")
 
 
 def rename_link(lan: SimLan, i: int, name: str) -> None:

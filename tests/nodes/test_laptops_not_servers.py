@@ -140,3 +140,16 @@ def test_a_laptop_held_back_by_a_cgroup_shows_throttling(power_lan, alice):
     facts = run_now(node, ActionKind.PROBE) and node.probes.first().facts
     assert facts["cpu_quota_cores"] == 0.2 and facts["cpu_throttled_share"] > 0
     assert "held to 0.2 cores by a cgroup" in client_for(alice).get(f"/nodes/{node.name}/").content.decode()
+
+
+def test_a_laptop_shows_its_cpu_clock_against_its_top(power_lan, alice):
+    harness, lan = power_lan
+    simpower.set_cpu_clock(harness, 2, 1200000, 3400000)
+    try:
+        node, facts = probed(lan, 2)
+        assert (facts["cpu_khz_now"], facts["cpu_khz_max"]) == (1200000, 3400000)
+        sample = samples(node, 1)[0]
+        assert (sample["cpu_khz"], sample["cpu_khz_max"]) == (1200000, 3400000)
+        assert "at 1.2 of 3.4 GHz" in client_for(alice).get(f"/nodes/{node.name}/").content.decode()
+    finally:
+        simpower.remove_cpu_clock(harness, 2)
