@@ -15,6 +15,7 @@ from models_app.planning import make_plan
 from nodes import metrics, simpower, ssh
 from nodes.models import ActionKind
 from nodes.sampler import SCRIPT, Sampler
+from nodes.simlan import run
 from tests.nodes.laptops import register, run_now
 from tests.rows import client_for
 from tests.services import lan_harness
@@ -110,6 +111,17 @@ def test_a_wifi_laptop_is_flagged_and_gets_less_work_than_a_wired_one_alike(powe
     assert f"On Wi-Fi: {wifi.name}. The plan counts a Wi-Fi laptop 10 % slower" in page
     watched = page.split('id="laptops-to-watch"')[1].split("</section>")[0]
     assert wifi.name in watched and wired.name not in watched
+
+
+def test_a_laptop_without_a_default_route_still_knows_its_link(power_lan, db):
+    harness, lan = power_lan
+    netns = lan.laptops[0].netns
+    run("ip", "-n", netns, "route", "del", "default")
+    try:
+        _, facts = probed(lan, 1)
+        assert (facts["nic"], facts["link_kind"]) == ("wlp2s0", "wifi"), "the link holding the address SSH came in on"
+    finally:
+        run("ip", "-n", netns, "route", "replace", "default", "via", lan.gateway)
 
 
 def test_a_battery_that_reads_nonsense_is_a_clear_unknown(power_lan, alice):
