@@ -26,19 +26,20 @@ if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCO
 unset GGML_BACKEND_PATH
 if [ -n "$gpu" ] && [ -f "$gpu" ]; then export GGML_BACKEND_PATH="$gpu"; fi
 # Keep the laptop awake while it serves: the inhibitor runs the shell that waits for the server, so it lets go
-# when the server ends. systemd-inhibit needs logind; where it cannot inhibit, the server runs without.
+# when the server ends. systemd-inhibit needs logind; where it cannot inhibit, the server runs without. Said on
+# stderr: stdout's last words stay the pid. $keep is left unquoted to split into its words.
 keep=
 if command -v systemd-inhibit >/dev/null 2>&1; then
   if said=$(systemd-inhibit --what=sleep:idle --who=clusterpanel --why=check --mode=block true 2>&1); then
     keep="systemd-inhibit --what=sleep:idle --who=clusterpanel --why=serving-model-layers --mode=block"
-    echo "awake by systemd-inhibit"
+    echo "awake by systemd-inhibit" >&2
   else
-    echo "asleep: systemd-inhibit refused ($(echo "$said" | head -n 1 | cut -c 1-120))"
+    echo "asleep: systemd-inhibit refused ($(echo "$said" | head -n 1 | cut -c 1-120))" >&2
   fi
 elif command -v caffeinate >/dev/null 2>&1; then
-  keep="caffeinate -i -s"; echo "awake by caffeinate"
+  keep="caffeinate -i -s"; echo "awake by caffeinate" >&2
 else
-  echo "asleep: neither systemd-inhibit nor caffeinate is on the laptop"
+  echo "asleep: neither systemd-inhibit nor caffeinate is on the laptop" >&2
 fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
@@ -159,7 +160,7 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
     if result.exit_status != 0 or not result.stdout.split():
         raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
-    return Started(pid_in(result.stdout.split()), awake_in(result.stdout.splitlines()))
+    return Started(pid_in(result.stdout.split()), awake_in(result.stderr.splitlines()))
 
 
 def pid_in(words: list[str]) -> int | None:
