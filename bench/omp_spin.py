@@ -107,7 +107,7 @@ def main() -> None:
             for (setup, count), port in ports.items():
                 for i in setups[setup]:
                     pids[(setup, i, count)] = rpcserver.start(nodes[i], INSTALL_DIR, port, bind=nodes[i].host,
-                                                              spin_count=count)
+                                                              spin_count=count).pid
             for name, path in models.items():  # one model at a time: a server takes one client
                 workers = load(nodes, ports, setups, counts, path)
                 try:

@@ -4,7 +4,7 @@ lately."""
 import time
 from datetime import timedelta
 
-from django.db.models import Count, Q
+from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
@@ -12,7 +12,8 @@ from clusterpanel.natural import natural_sorted
 from jobs.models import Job, JobStatus
 from models_app.activity import engine_load
 from models_app.models import Deployment, DeploymentStage
-from nodes.models import ActionStatus, Node, NodeAction
+from nodes import metrics
+from nodes.models import ActionStatus, LinkCheck, Node, NodeAction, Probe
 
 SHOWN_USERS = 5
 
@@ -85,12 +86,23 @@ def held_layers() -> dict[int, list[str]]:
 
 
 def laptops() -> list:
-    """Every laptop in natural order (hid5-2 before hid5-10), each with `held`: what it holds (held_layers)."""
+    """Every laptop in natural order (hid5-2 before hid5-10), each with `held`: what it holds (held_layers), and
+    `flags`: on battery, throttling, on Wi-Fi (nodes/power.py), from its latest probe and sample."""
     held = held_layers()
-    nodes = natural_sorted(Node.objects.all(), key=lambda node: node.name)
+    newest = [Prefetch(name, queryset=newest_rows(model)) for name, model in (("probes", Probe),
+                                                                             ("link_checks", LinkCheck))]
+    nodes = natural_sorted(Node.objects.prefetch_related(*newest), key=lambda node: node.name)
+    samples = metrics.latest([node.pk for node in nodes])
     for node in nodes:
         node.held = held.get(node.pk, [])
+        node.flags = node.power_flags(samples.get(node.pk))
     return nodes
+
+
+def newest_rows(model):
+    """Each laptop's newest row of `model` (a Probe, a LinkCheck), for a Prefetch."""
+    newest = model.objects.filter(node=OuterRef("node")).order_by("-created").values("pk")[:1]
+    return model.objects.filter(pk=Subquery(newest))
 
 
 def own_work(user) -> dict:

@@ -18,6 +18,7 @@ from models_app.planning import (
     PlanningError,
     as_record,
     best_within_limit,
+    laptops_to_watch,
     left_out_words,
     limit_words,
     machines_for,
@@ -99,7 +100,7 @@ def plan_page(request: HttpRequest) -> HttpResponse:
         charts = [{"title": f"{mode}{' (chosen)' if mode == data['mode'] else ''}", "plan": plan}
                   for mode, plan in results.items() if "error" not in plan]
         context.update(results=results, chosen=chosen, nodes=nodes, charts=charts,
-                       left_out=left_out_words(form.left_out))
+                       left_out=left_out_words(form.left_out), watch=laptops_to_watch(nodes))
         if "error" not in chosen:
             context.update(people=people_at_once(chosen), split=plan_words.split_rows(chosen))
     return render(request, "models_app/plan.html", context)

@@ -3,6 +3,7 @@ named beside its laptop ("gpu1's Vulkan0") where the laptop alone would not say 
 one device in the plan, or a device that is not its CPU."""
 
 from clusterpanel.units import size
+from models_app.split_search import WIFI_PREFERENCE
 
 LISTED_UP_TO = 8  # machines named one by one in a line; past that a line of 39 names reads as noise
 
@@ -35,6 +36,17 @@ def unmeasured(stages: list[dict]) -> str:
     listed = ", ".join(names) if len(names) <= LISTED_UP_TO else f"{len(names)} devices"
     speeds = " or ".join(sorted({f"{stage['speed_gb_s']:g} GB/s" for stage in guessed}))
     return f"Not measured yet, so planned at {speeds}: {listed}. Measure them on their laptops' pages."
+
+
+def on_wifi(names: list[str]) -> str:
+    """Why a laptop on Wi-Fi holds less than a wired one alike ("" when none in the plan is on Wi-Fi)."""
+    if not names:
+        return ""
+    listed = ", ".join(names) if len(names) <= LISTED_UP_TO else f"{len(names)} laptops"
+    share = round(100 * (1 - WIFI_PREFERENCE))
+    return (f"On Wi-Fi: {listed}. The plan counts a Wi-Fi laptop {share} % slower than it is, so that wired "
+            "laptops alike take the busy stages: a wireless link's delay varies, and one laptop's drop stops the "
+            "whole pipeline. Plug in a cable to plan it as fast as it is.")
 
 
 def layers(first: int, count: int, n_layer: int) -> str:

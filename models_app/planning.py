@@ -10,7 +10,7 @@ from django.db.models import OuterRef, Prefetch, Subquery
 from clusterpanel.natural import natural_key, natural_sorted
 from models_app import fit, plan_words, planner
 from models_app.models import Deployment, DeploymentStage, GgufModel
-from nodes import runtime
+from nodes import metrics, runtime
 from nodes.devices import Device, listed_devices
 from nodes.models import LinkCheck, Node, Probe
 
@@ -82,15 +82,21 @@ def device_machines(node: Node, claimed: dict[tuple[int, str], int]) -> list[pla
     used = [device for device in listed if not device.host_memory or device is shared]
     # A server using a GPU loads its backend and driver, which live in the laptop's RAM whatever the GPU holds.
     in_ram += GPU_BACKEND_RAM if any(not device.is_cpu for device in used) else 0
-    hop, machines = hop_seconds(node), []
+    hop, machines, wifi = hop_seconds(node), [], on_wifi(node)
     for device in used:
         free = ram - in_ram if device.host_memory else own_memory(device) - claimed.get((node.pk, device.name), 0)
         if device.host_memory and not device.is_cpu and device.total:  # RAM, but no more than its driver offers
             free = min(free, own_memory(device))
         speed = node.speed_gb_s if device.is_cpu else node.device_speeds.get(device.name)
         machines.append(planner.Machine(node.name, max(free, 0), speed or DEFAULT_SPEED_GB_S, hop, device.name,
-                                        device.description, measured=bool(speed)))
+                                        device.description, measured=bool(speed), wifi=wifi))
     return machines
+
+
+def on_wifi(node: Node) -> bool:
+    """Whether the laptop's latest probe found it on Wi-Fi (the planner then prefers wired laptops)."""
+    probe = node.probes.first()
+    return bool(probe and probe.facts.get("link_kind") == "wifi")
 
 
 def sharing_ram(node: Node, candidates: list[Device]) -> Device | None:
@@ -197,7 +203,8 @@ def as_record(plan: planner.Plan) -> dict:
         "bottleneck_label": slowest["label"], "stages": stages,
     }
     left_out = [f"{plan_words.too_small(machine, needs)}; it is left out." for machine, needs in plan.left_out]
-    notes = [*left_out, *filter(None, [plan_words.unmeasured(stages[1:])])]
+    wifi = sorted({stage.machine.name for stage in plan.stages[1:] if stage.machine.wifi})
+    notes = [*left_out, *filter(None, [plan_words.unmeasured(stages[1:]), plan_words.on_wifi(wifi)])]
     return {**record, "bottleneck_said": plan_words.bottleneck(record), "spread": plan_words.spread(record),
             "notes": notes}
 
@@ -211,6 +218,13 @@ def stage_record(stage: planner.Stage, slots: int, n_layer: int, per_laptop: Cou
             "usable": machine.usable_bytes, "layers": plan_words.layers(stage.first, stage.count, n_layer),
             "seconds": planner.stage_time(stage, slots), "speed_gb_s": machine.bandwidth_gb_s,
             "measured": machine.measured}
+
+
+def laptops_to_watch(nodes: list[Node]) -> list[dict]:
+    """The chosen laptops on battery, throttling or on Wi-Fi, each with its flags (nodes/power.py)."""
+    samples = metrics.latest([node.pk for node in nodes])
+    found = [{"name": node.name, "flags": node.power_flags(samples.get(node.pk))} for node in nodes]
+    return [laptop for laptop in found if laptop["flags"]]
 
 
 def people_at_once(record: dict) -> str:

@@ -14,6 +14,10 @@ INF = float("inf")
 # A laptop's second device in the pipeline costs two round trips per token, not four: the head still sends the
 # graph and reads the result, but the activations pass from one device to the next inside the laptop.
 SECOND_DEVICE_HOP = 0.5
+# A laptop on Wi-Fi is searched as if this much slower, so that of laptops alike the wired ones take the busy
+# stages: a wireless link's delay varies and it drops more often than a cable, and one laptop's drop stops the
+# whole pipeline. The plan's predicted times still use its real speed.
+WIFI_PREFERENCE = 0.9
 KEPT, FROM_UNUSED, FROM_USED = 0, 1, 2  # how a device's pass reached an end: holding nothing, first, after another
 
 
@@ -29,6 +33,12 @@ class Machine:
     device: str = "CPU"  # as ggml names it: CPU, Vulkan0, CUDA0, MTL0
     description: str = ""  # as the driver describes it ("llvmpipe (LLVM 15.0.6, 256 bits)"), for words
     measured: bool = True  # False: bandwidth_gb_s is a default, not a measurement
+    wifi: bool = False  # its laptop reaches the LAN over Wi-Fi
+
+    @property
+    def search_rate(self) -> float:
+        """Bytes per second the search counts it at (a Wi-Fi laptop's less: WIFI_PREFERENCE)."""
+        return self.bandwidth_gb_s * 1e9 * (WIFI_PREFERENCE if self.wifi else 1.0)
 
 
 def laptop_groups(machines: list[Machine]) -> list[tuple[int, ...]]:
@@ -92,7 +102,7 @@ class Search:
 
     def slide(self, before: list[float], machine: Machine) -> tuple[list[float], list[int]]:
         """Least seconds with the device holding units s..e−1 after `before[s]`, for every end e, and that s."""
-        rate, room = machine.bandwidth_gb_s * 1e9, machine.usable_bytes - self.fixed
+        rate, room = machine.search_rate, machine.usable_bytes - self.fixed
         held, read = self.held, self.read
         row, start, window, lo = [INF] * (self.total + 1), [0] * (self.total + 1), deque(), 0
         for end in range(1, self.total + 1):
@@ -148,7 +158,7 @@ def orderings(laptops: list[Machine], exhaustive_up_to: int = 5, most: int | Non
         for size in range(0, most + 1):
             yield from permutations(range(len(groups)), size)
         return
-    speed = [max(laptops[i].bandwidth_gb_s for i in group) for group in groups]
+    speed = [max(laptops[i].search_rate for i in group) for group in groups]
     room = [sum(laptops[i].usable_bytes for i in group) for group in groups]
     # Among laptops alike in speed, the nearest first (a hop costs every token), then the roomiest: the list
     # order alone decided it before, and a plan then changed when laptops were listed in another order.

@@ -7,7 +7,7 @@ finding in plain words with the fix. "Check again" refreshes those facts.
 from dataclasses import dataclass
 
 from clusterpanel.units import size
-from nodes import install
+from nodes import install, power
 from nodes.models import Node, NodeStatus, ServerStatus
 from nodes.runtime import RuntimeBundle
 
@@ -73,10 +73,18 @@ def memory(facts: dict) -> list[Finding]:
 
 def power_and_heat(facts: dict) -> list[Finding]:
     found = []
-    if facts.get("on_ac") is False:
-        found.append(Finding(WARN, "Running on battery",
-                             f"{facts.get('battery_percent', '?')}% left; laptops slow their CPU on battery.",
+    if facts.get("on_ac") is False or power.on_battery(facts):
+        percent = facts.get("battery_percent")
+        left = f"{percent}% left" if percent is not None else "its charge unknown"
+        found.append(Finding(WARN, "Running on battery", f"{left}; laptops slow their CPU on battery.",
                              "Plug the laptop in."))
+    if facts.get("battery_note"):
+        found.append(Finding(WARN, "The battery's readings make no sense", facts["battery_note"],
+                             "Its battery or its driver may be failing: check it in the laptop's own power settings."))
+    if facts.get("cpu_quota_cores"):
+        found.append(Finding(WARN, f"CPU held to {facts['cpu_quota_cores']:g} cores by a cgroup",
+                             "Its layers take longer than the laptop's CPU could do them.",
+                             "Lift the limit (systemd: CPUQuota= of the login's slice), or plan fewer layers on it."))
     temperature = facts.get("temperature_c")
     if temperature and temperature >= 85:
         found.append(Finding(WARN, f"Hot: {temperature:.0f} °C", "The CPU throttles when it is this hot.",
@@ -156,7 +164,16 @@ def servers(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:
         else:
             detail = f"reached at {server.endpoint}" + (f", restarted {server.restarts}×" if server.restarts else "")
             found.append(Finding(OK, f"rpc-server on port {server.port} is running", detail))
+            found += awake(server)
     return found
+
+
+def awake(server) -> list[Finding]:
+    if not server.awake.startswith("cannot keep awake"):
+        return []
+    return [Finding(WARN, f"rpc-server on port {server.port} cannot keep the laptop awake", server.awake,
+                    "Let systemd's logind run on the laptop (systemd-inhibit needs it), or set the laptop never to "
+                    "sleep while plugged in.")]
 
 
 def diagnose(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:

@@ -27,9 +27,11 @@ def node_list(request: HttpRequest) -> HttpResponse:
 
 def laptops_page(request: HttpRequest, chosen: set[str] = frozenset(), status: int = 200) -> HttpResponse:
     """`chosen`: the laptops ticked (by name); by default, those of the selection followed."""
-    nodes = natural_sorted(Node.objects.prefetch_related("rpc_servers", "probes"), key=lambda node: node.name)
+    nodes = natural_sorted(Node.objects.prefetch_related("rpc_servers", "probes", "link_checks"),
+                           key=lambda node: node.name)
     for node in nodes:
         node.latest = (metrics.recent(node.pk, 1) or [None])[-1]
+        node.flags = node.power_flags(node.latest)
     run = followed(request)
     if run and not chosen:
         chosen = {action.laptop_name for action in run["actions"]}

@@ -8,7 +8,7 @@ from django.utils import timezone
 from clusterpanel.broadcast import broadcast
 from clusterpanel.crypto import EncryptedTextField
 from clusterpanel.routes import NotARoute
-from nodes import logins, ssh
+from nodes import logins, power, ssh
 
 HOST_KEY_FORMAT = RegexValidator(r"^(ssh-ed25519|ecdsa-sha2-nistp\d+|ssh-rsa) [A-Za-z0-9+/=]+$",
                                  "Not an SSH public host key.")
@@ -118,6 +118,12 @@ class Node(models.Model):
             return None
         known = [x for x in (probe.facts.get("ram_available"), probe.facts.get("ram_limit")) if x]
         return max(min(known) - self.memory_reserve, 0) if known else None
+
+    def power_flags(self, sample: dict | None = None) -> list[dict]:
+        """What to warn about this laptop as a server: on battery, throttling, on Wi-Fi (nodes/power.py), from its
+        latest probe, `sample` (its newest 1 Hz sample) and its latest network check's round trip."""
+        probe, link = self.probes.first(), self.link_checks.first()
+        return power.flags(probe.facts if probe else None, sample, link.report.get("rtt_median_ms") if link else None)
 
     def ssh_target(self) -> ssh.SSHTarget:
         key = self.private_key or PanelKey.get().private_key
@@ -274,6 +280,8 @@ class RpcServer(models.Model):
     free_memory = models.BigIntegerField(null=True, blank=True, help_text="Device 0's free bytes at start.")
     devices = models.JSONField(default=list, blank=True, help_text=(
         "The laptop's devices it serves, in order (-d): [\"Vulkan0\", \"CPU\"]; empty: the CPU alone."))
+    awake = models.CharField(max_length=200, blank=True, help_text=(
+        "Whether the laptop is kept awake while this server runs (systemd-inhibit, caffeinate), or why not."))
     restarts = models.PositiveIntegerField(default=0)
     failures = models.PositiveIntegerField(default=0, help_text="Failed starts in a row, for backoff.")
     last_death = models.TextField(blank=True)

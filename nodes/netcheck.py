@@ -80,6 +80,20 @@ def round_trips(target: ssh.SSHTarget, count: int = 100) -> list[float]:
     return times
 
 
+def connect_rtt_ms(target: ssh.SSHTarget, count: int = 5, timeout: float = 1.0) -> float | None:
+    """The link's round trip as a probe can afford it: the median of a few TCP connects to the laptop's SSH port
+    (the laptop's kernel answers each in one round trip, whatever sshd then does). None when none connected."""
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        try:
+            socket.create_connection((target.host, target.port), timeout=timeout).close()
+        except OSError:
+            continue
+        times.append((time.perf_counter() - started) * 1000)
+    return round(statistics.median(times), 3) if times else None
+
+
 def to_laptop(target: ssh.SSHTarget, seconds: float) -> float:
     callback = Callback(target, SINK)
     with callback as conn:

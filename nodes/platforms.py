@@ -29,10 +29,10 @@ mac_net() {  # "Net rx tx": the bytes of the default route's interface (all but 
   netstat -ibn 2>/dev/null | awk -v nic="$1" '$3 ~ /^<Link#/ && ($1 == nic || (nic == "" && $1 !~ /^lo/)) {
     rx += $(NF - 4); tx += $(NF - 1)} END {printf "Net %.0f %.0f\n", rx, tx}'
 }
-mac_power() {  # the probe's on_ac, battery_percent and battery_status (in Linux's sysfs words) from pmset
+mac_power() {  # the probe's on_ac, battery, battery_percent and battery_status (Linux's sysfs words) from pmset
   pmset -g batt 2>/dev/null | awk -F'; *' '
     /drawing from/ {print "on_ac=" (index($0, "AC Power") ? 1 : 0)}
-    /InternalBattery/ {p = $1; sub(/%$/, "", p); sub(/.*[^0-9]/, "", p); print "battery_percent=" p
+    /InternalBattery/ {p = $1; sub(/%$/, "", p); sub(/.*[^0-9]/, "", p); print "battery=1"; print "battery_percent=" p
       s = $2
       if (s == "charged") s = "Full"; else if (s == "discharging") s = "Discharging"
       else if (s == "charging" || s == "finishing charge") s = "Charging"
@@ -83,6 +83,8 @@ darwin_samples() {  # nodes/sampler.py's loop, for a Mac; $1: seconds between re
     echo "T $(date +%s)"
     mac_memory
     mac_net "$nic"
+    mac_power | awk -F= '{v[$1] = $2}
+      END {if (v["battery"]) print "Bat " v["battery_percent"] "|" v["battery_status"] "|" v["on_ac"]}'
     # top's second sample is the CPU's busy share over the interval, and waiting for it is the wait between readings.
     if command -v top >/dev/null 2>&1; then
       top -l 2 -n 0 -s "$pause" 2>/dev/null | awk '/^CPU usage:/ {u = $3; s = $5}

@@ -3,7 +3,7 @@
 import time
 from pathlib import Path
 
-from nodes import devices, platforms, ssh
+from nodes import devices, netcheck, platforms, power, ssh
 
 SCRIPT = platforms.DARWIN + (Path(__file__).parent / "probe.sh").read_text()
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
@@ -23,6 +23,7 @@ def probe(target: ssh.SSHTarget, install_dir: str) -> dict:
     if problem := platforms.mac_problem(facts):
         raise platforms.UnsupportedSystem(problem)
     facts["clock_offset_s"] = clock_offset(raw.get("clock", ""), (sent + received) / 2)
+    facts["rtt_ms"] = netcheck.connect_rtt_ms(target)
     facts.update(runtime_devices(target, install_dir))
     return facts
 
@@ -80,9 +81,25 @@ def parse(raw: dict) -> dict:
         "nic": raw.get("nic", ""), "link_speed_mbps": _int(raw, "link_speed_mbps"),
         "wireless": {"1": True, "0": False}.get(raw.get("wireless", "")),
         "on_ac": {"1": True, "0": False}.get(raw.get("on_ac", "")),
-        "battery_percent": _int(raw, "battery_percent"), "battery_status": raw.get("battery_status", ""),
+        **battery_facts(raw), **cpu_clock_facts(raw),
+        "link_kind": power.link_kind(raw.get("wireless", ""), raw.get("nic", "")),
         "temperature_c": temperature / 1000 if temperature else None,
         "gpu_vendors": raw.get("gpu_vendors", "").split(),
         "vulkan_loader": {"1": True, "0": False}.get(raw.get("vulkan_loader", "")),
         "nvidia_gpus": [gpu.strip() for gpu in raw.get("nvidia_gpus", "").split(";") if gpu.strip()],
     }
+
+
+def battery_facts(raw: dict) -> dict:
+    """The battery's state and charge (None, with a note, where it reads as nonsense); none without a battery."""
+    if raw.get("battery") != "1":
+        return {"battery_state": None, "battery_percent": None, "battery_note": "", "battery_status": ""}
+    found = power.battery(raw.get("battery_percent", ""), raw.get("battery_status", ""), raw.get("on_ac", ""))
+    return {**found.as_facts(), "battery_status": raw.get("battery_status", "")}
+
+
+def cpu_clock_facts(raw: dict) -> dict:
+    """The CPU's clock now and at most (kHz), and a cgroup's CPU limit with how often it held the CPU back."""
+    return {"cpu_khz_now": _int(raw, "cpu_khz_now"), "cpu_khz_max": _int(raw, "cpu_khz_max"),
+            "cpu_quota_cores": power.quota_cores(raw.get("cpu_quota", "")),
+            "cpu_throttled_share": power.periods_share(raw.get("cpu_periods", ""))}

@@ -48,19 +48,47 @@ for candidate in "/sys/class/block/$block/queue/rotational" "/sys/class/block/$b
   [ -r "$candidate" ] && kv disk_rotational "$(cat "$candidate")" && break
 done
 
+# The link the panel reaches: the default route's, else the one holding the address this SSH login came in on.
 nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+[ -z "$nic" ] && nic=$(ip -o addr show 2>/dev/null | awk -v a="$(echo "$SSH_CONNECTION" | cut -d' ' -f3)" \
+  'a != "" {split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
 if [ -n "$nic" ]; then
   kv nic "$nic"
   kv link_speed_mbps "$(cat "/sys/class/net/$nic/speed" 2>/dev/null)"
-  [ -d "/sys/class/net/$nic/wireless" ] && kv wireless 1 || kv wireless 0
+  # Wi-Fi: the driver's wireless or phy80211 entry, or its uevent; else the name (systemd's wl* names).
+  wifi=0
+  if [ -d "/sys/class/net/$nic/wireless" ] || [ -e "/sys/class/net/$nic/phy80211" ] || \
+     grep -qx 'DEVTYPE=wlan' "/sys/class/net/$nic/uevent" 2>/dev/null; then wifi=1
+  else case "$nic" in wl*) wifi=1 ;; esac
+  fi
+  kv wireless "$wifi"
 fi
 
 for supply in /sys/class/power_supply/*; do
   [ -r "$supply/type" ] || continue
   case "$(cat "$supply/type")" in
     Mains) kv on_ac "$(cat "$supply/online" 2>/dev/null)" ;;
-    Battery) kv battery_percent "$(cat "$supply/capacity" 2>/dev/null)"; kv battery_status "$(cat "$supply/status" 2>/dev/null)" ;;
+    Battery) kv battery 1; kv battery_percent "$(head -n 1 "$supply/capacity" 2>/dev/null | cut -c 1-40)"
+             kv battery_status "$(head -n 1 "$supply/status" 2>/dev/null | cut -c 1-40)" ;;
   esac
+done
+# The CPU's clock against its top, and a cgroup CPU limit with how often it held the laptop back (v2, then v1).
+kv cpu_khz_now "$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null \
+  | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')"
+kv cpu_khz_max "$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null | sort -n | tail -1)"
+group=$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup)
+if [ -r "/sys/fs/cgroup$group/cpu.max" ]; then
+  kv cpu_quota "$(cat "/sys/fs/cgroup$group/cpu.max")"
+  kv cpu_periods "$(awk '$1 == "nr_periods" {p = $2} $1 == "nr_throttled" {t = $2} END {print p, t}' \
+    "/sys/fs/cgroup$group/cpu.stat")"
+fi
+group=$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup)
+for base in /sys/fs/cgroup/cpu /sys/fs/cgroup/cpu,cpuacct; do
+  [ -n "$group" ] && [ -r "$base$group/cpu.cfs_quota_us" ] || continue
+  kv cpu_quota "$(cat "$base$group/cpu.cfs_quota_us") $(cat "$base$group/cpu.cfs_period_us")"
+  kv cpu_periods "$(awk '$1 == "nr_periods" {p = $2} $1 == "nr_throttled" {t = $2} END {print p, t}' \
+    "$base$group/cpu.stat")"
+  break
 done
 kv temperature_mc "$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1)"
 

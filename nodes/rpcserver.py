@@ -25,10 +25,26 @@ if [ "$spin" -gt 0 ]; then export GOMP_SPINCOUNT="$spin"; else unset GOMP_SPINCO
 # The bundle's GPU backend, loaded by this server only (a runtime built on the laptop has its backends inside).
 unset GGML_BACKEND_PATH
 if [ -n "$gpu" ] && [ -f "$gpu" ]; then export GGML_BACKEND_PATH="$gpu"; fi
+# Keep the laptop awake while it serves: the inhibitor runs the shell that waits for the server, so it lets go
+# when the server ends. systemd-inhibit needs logind; where it cannot inhibit, the server runs without. Said on
+# stderr: stdout's last words stay the pid. $keep is left unquoted to split into its words.
+keep=
+if command -v systemd-inhibit >/dev/null 2>&1; then
+  if said=$(systemd-inhibit --what=sleep:idle --who=clusterpanel --why=check --mode=block true 2>&1); then
+    keep="systemd-inhibit --what=sleep:idle --who=clusterpanel --why=serving-model-layers --mode=block"
+    echo "awake by systemd-inhibit" >&2
+  else
+    echo "asleep: systemd-inhibit refused ($(echo "$said" | head -n 1 | cut -c 1-120))" >&2
+  fi
+elif command -v caffeinate >/dev/null 2>&1; then
+  keep="caffeinate -i -s"; echo "awake by caffeinate" >&2
+else
+  echo "asleep: neither systemd-inhibit nor caffeinate is on the laptop" >&2
+fi
 # A small shell stays as the server's parent to write down how it ended. The pidfile appears whole
 # (written aside, then renamed), so a reader never sees it half written.
 __DETACH__
-LLAMA_CACHE="$cache" PIDFILE="$dir/pid" $detach sh -c \
+LLAMA_CACHE="$cache" PIDFILE="$dir/pid" $detach $keep sh -c \
   '"$0" "$@" & echo $! > "$PIDFILE.new" && mv "$PIDFILE.new" "$PIDFILE"; wait $!
    echo "ggml-rpc-server exited with status $?"' \
   "$bin" -H "$host" -p "$port" -t "$threads" -d "$devices" -c > "$dir/log" 2>&1 < /dev/null &
@@ -66,6 +82,22 @@ QUICK_S = 15.0
 
 class RpcServerError(Exception):
     pass
+
+
+@dataclass(frozen=True)
+class Started:
+    pid: int | None  # None: the laptop has not written it yet
+    awake: str  # "kept awake by systemd-inhibit", "cannot keep awake: …"; "" for a server found running
+
+
+def awake_in(lines: list[str]) -> str:
+    """Whether START could keep the laptop awake, in words."""
+    for line in lines:
+        if line.startswith("awake by "):
+            return f"kept awake by {line.removeprefix('awake by ')}"
+        if line.startswith("asleep: "):
+            return f"cannot keep awake: {line.removeprefix('asleep: ')}"
+    return ""
 
 
 @dataclass(frozen=True)
@@ -108,9 +140,10 @@ def gpu_backend(install_dir: str, devices: list[str]) -> str:
 
 
 def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0.0.1", threads: int = 0,
-          spin_count: int | None = None, devices: list[str] | None = None) -> int | None:
-    """Start (or find running) the server on `port`; its pid, or None when the laptop has not written it yet
-    (the supervisor learns it from `state()` later). threads=0: one per logical core.
+          spin_count: int | None = None, devices: list[str] | None = None) -> Started:
+    """Start (or find running) the server on `port`: its pid, or None when the laptop has not written it yet
+    (the supervisor learns it from `state()` later), and whether the laptop is kept awake while it serves (held
+    by systemd-inhibit or caffeinate, let go when the server ends). threads=0: one per logical core.
     spin_count: its OpenMP threads' GOMP_SPINCOUNT (settings.RPC_SPIN_COUNT when None; 0: libgomp's default).
     devices: the laptop's devices it serves, in order (the head sees each as an RPC device); None: the CPU."""
     from django.conf import settings
@@ -128,7 +161,7 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
     if result.exit_status != 0 or not result.stdout.split():
         raise RpcServerError(f"Could not start ggml-rpc-server: {result.stderr.strip() or result.stdout.strip()}")
-    return pid_in(result.stdout.split())
+    return Started(pid_in(result.stdout.split()), awake_in(result.stderr.splitlines()))
 
 
 def pid_in(words: list[str]) -> int | None:

@@ -2,14 +2,16 @@
 
 No agent is installed: the laptop runs a small shell loop (`SCRIPT`) that
 prints raw counters between `T <time>` and `E`; `Sampler` turns two successive
-readings into rates (CPU %, network bytes/s). A Mac has no /proc: its loop
-(nodes/platforms.py) prints the same lines from its own tools, and its CPU's
-busy share as `CpuBusy` (macOS gives no per-core counters to a shell).
+readings into rates (CPU %, network bytes/s, the share of time a CPU limit held
+the laptop back), and reads its battery and CPU clock (nodes/power.py). A Mac
+has no /proc: its loop (nodes/platforms.py) prints the same lines from its own
+tools, and its CPU's busy share as `CpuBusy` (macOS gives no per-core counters
+to a shell).
 """
 
 from dataclasses import dataclass, field
 
-from nodes import platforms
+from nodes import platforms, power
 
 # $1: seconds between readings. Reads a cgroup memory limit too (a laptop made smaller by one).
 SCRIPT = platforms.DARWIN + r"""
@@ -17,7 +19,13 @@ SCRIPT = platforms.DARWIN + r"""
 group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup 2>/dev/null)
 limit="/sys/fs/cgroup/memory$group/memory.limit_in_bytes"
 usage="/sys/fs/cgroup/memory$group/memory.usage_in_bytes"
+# The laptop's cpu cgroup's counters: how long a CPU limit held it back (v2, then v1).
+cpustat="/sys/fs/cgroup$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup 2>/dev/null)/cpu.stat"
+[ -r "$cpustat" ] && grep -q '^throttled_usec' "$cpustat" || \
+  cpustat="/sys/fs/cgroup/cpu$(awk -F: '$2 ~ /(^|,)cpu(,|$)/ {print $3}' /proc/self/cgroup 2>/dev/null)/cpu.stat"
 nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
+[ -z "$nic" ] && nic=$(ip -o addr show 2>/dev/null | awk -v a="$(echo "$SSH_CONNECTION" | cut -d' ' -f3)" \
+  'a != "" {split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
 while :; do
   echo "T $(date +%s.%N)"
   grep '^cpu' /proc/stat
@@ -27,6 +35,20 @@ while :; do
     END {printf "Net %.0f %.0f\n", rx, tx}' /proc/net/dev
   awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "MHz %.0f\n", s / n}' /proc/cpuinfo
   t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1); [ -n "$t" ] && echo "Temp $t"
+  awk '$1 == "throttled_time" {printf "Thr %.0f\n", $2} $1 == "throttled_usec" {printf "Thr %.0f\n", $2 * 1000}' \
+    "$cpustat" 2>/dev/null
+  printf 'Freq %s %s\n' "$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null \
+    | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')" \
+    "$(cat /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq 2>/dev/null)"
+  cap= status= ac= found=
+  for supply in /sys/class/power_supply/*; do
+    case "$(cat "$supply/type" 2>/dev/null)" in
+      Battery) found=1; cap=$(head -n 1 "$supply/capacity" 2>/dev/null | cut -c 1-20)
+               status=$(head -n 1 "$supply/status" 2>/dev/null | cut -c 1-20) ;;
+      Mains) ac=$(cat "$supply/online" 2>/dev/null) ;;
+    esac
+  done
+  [ -n "$found" ] && echo "Bat $cap|$status|$ac"
   echo E
   sleep "$1"
 done
@@ -43,6 +65,9 @@ class Reading:
     net: tuple[int, int] = (0, 0)
     mhz: int | None = None
     temp_mc: int | None = None
+    throttled_ns: int | None = None  # the cpu cgroup's throttled time, summed since it was made
+    khz: tuple[int | None, int | None] = (None, None)  # the CPU's clock now, at most
+    battery: tuple[str, str, str] | None = None  # capacity, status, mains online, as sysfs says them
     cpu_busy: float | None = None  # a Mac's: the busy share over the last interval itself
 
 
@@ -72,6 +97,13 @@ def read_line(reading: Reading, parts: list[str]) -> None:
         reading.mhz = int(parts[1])
     elif key == "Temp":
         reading.temp_mc = int(parts[1])
+    elif key == "Thr":
+        reading.throttled_ns = int(parts[1])
+    elif key == "Freq":
+        reading.khz = (int(parts[1]), int(parts[2]) if len(parts) > 2 else None)
+    elif key == "Bat":
+        capacity, status, on_ac = (" ".join(parts[1:]).split("|") + ["", ""])[:3]
+        reading.battery = (capacity, status, on_ac)
     elif key == "CpuBusy":
         reading.cpu_busy = round(float(parts[1]), 1)
 
@@ -111,7 +143,18 @@ def sample(before: Reading, after: Reading) -> dict:
         "tx": max(round((after.net[1] - before.net[1]) / seconds), 0),
         "mhz": after.mhz,
         "temp": after.temp_mc / 1000 if after.temp_mc else None,
+        **laptop_power(before, after),
     }
+
+
+def laptop_power(before: Reading, after: Reading) -> dict:
+    """Battery, the CPU's clock against its top and the share of time a CPU limit held the laptop back."""
+    times = [(round(reading.time * 1e9), reading.throttled_ns) if reading.throttled_ns is not None else None
+             for reading in (before, after)]
+    battery = power.battery(*after.battery) if after.battery else None
+    return {"battery": {"state": battery.state, "percent": battery.percent, "note": battery.note} if battery else None,
+            "cpu_khz": after.khz[0], "cpu_khz_max": after.khz[1],
+            "throttled": power.throttled_share(*times)}
 
 
 class Sampler:

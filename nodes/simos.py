@@ -5,7 +5,8 @@ sshd, nodes/simlan.py) is given shims, small scripts that print what the real to
 recorded in a file (`$ command` lines, each followed by its output; tests/nodes/fixtures/platforms/). A Mac's SSH
 sessions get a PATH of those shims and the rest of the system's tools, less those a Mac does not have (`setsid`,
 `nproc`...): the panel's probe, sampler and rpc-server commands then run their macOS paths for real, over SSH, with
-the real shell, awk and ps; only the tools' answers are recorded ones. A WSL2 laptop's `uname` says Microsoft's
+the real shell, awk and ps; only the tools' answers are recorded ones (and `caffeinate` runs its command without
+holding anything awake). A WSL2 laptop's `uname` says Microsoft's
 kernel (its /proc/version cannot be changed; the probe's reading of it is checked on the recorded text). A native
 Windows login's shell is a script that answers every command as cmd.exe does: not recognised.
 """
@@ -19,6 +20,13 @@ from nodes.simlan import SimLan
 
 SYSTEM_PATH = ["/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin"]
 NOT_ON_A_MAC = {"setsid", "nproc", "ldconfig", "ip", "systemd-inhibit", "systemctl", "free", "vmstat", "lscpu"}
+# caffeinate runs its command and holds the Mac awake while it runs; here it runs the command.
+CAFFEINATE = """#!/bin/sh
+# caffeinate, as recorded in words (nodes/simos.py): its options, then the command it keeps the Mac awake for.
+while [ $# -gt 0 ]; do case "$1" in -t|-w) shift 2 ;; -*) shift ;; *) break ;; esac; done
+[ $# -gt 0 ] && exec "$@"
+exec sleep 2147483647
+"""
 CMD_EXE = """#!/bin/sh
 # cmd.exe, as Windows' OpenSSH server runs it for a command: `cmd.exe /c COMMAND` (nodes/simos.py).
 word=$(printf '%s' "$2" | awk '{print $1}')
@@ -108,6 +116,8 @@ def make_mac(harness: SimLan, i: int, recording: Path, without: tuple[str, ...] 
     """Laptop `i` answers as the Mac of `recording` (`without`: tools this Mac lacks, e.g. vm_stat)."""
     _, _, laptop_dir = harness.laptop(i)
     folder = write_bin(laptop_dir / "macos-bin", recording, hidden=NOT_ON_A_MAC, without=without)
+    (folder / "caffeinate").write_text(CAFFEINATE)
+    (folder / "caffeinate").chmod(0o755)
     session_path(harness, i, str(folder))
 
 

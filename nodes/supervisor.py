@@ -192,11 +192,13 @@ class Supervisor:
             if server.status in (ServerStatus.RUNNING, ServerStatus.STARTING) and server.pid:
                 self.record_death(server, state.log_tail)
             bind = node.host if server.direct else "127.0.0.1"
-            server.pid = rpcserver.start(target, node.install_dir, server.port, bind=bind, devices=server.devices)
+            started = rpcserver.start(target, node.install_dir, server.port, bind=bind, devices=server.devices)
+            server.pid, server.awake = started.pid, started.awake or server.awake
         if not server.direct:
             self.open_forward(server)
         hello = handshake(server.endpoint) if not state.running else None
         self.update(server, status=ServerStatus.RUNNING, pid=server.pid or state.pid, failures=0, next_try_at=None,
+                    awake=server.awake,
                     protocol=hello.version if hello else server.protocol,
                     free_memory=hello.free_memory if hello else server.free_memory,
                     started_at=timezone.now() if hello else server.started_at)

@@ -77,6 +77,7 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
         "kinds": USER_ACTIONS, "link": node.link_checks.first(),
         "devices": devices.rows(node), "gpu_unused": devices.idle_gpu(node),
+        "flags": node.power_flags(metrics.fresh(node.pk)),
     })
 
 

@@ -79,3 +79,18 @@ def test_it_tells_an_admin_whose_laptop_reports_amx_that_rpc_server_does_not_use
     node.probes.all().delete()
     Probe.objects.create(node=node, facts={**TROUBLED, "cpu_flags": without})
     assert "AMX" not in by_title(diagnose(node, runtime_bundle), "CPU has AVX2")[0].detail
+
+
+def test_it_warns_about_nonsense_from_the_battery_a_cgroup_limit_and_a_laptop_it_cannot_keep_awake(db):
+    node = Node.objects.create(name="lab", host="10.0.0.6", username="u", host_key=KEY)
+    Probe.objects.create(node=node, facts={**TROUBLED, "on_ac": None, "battery_state": None, "battery_percent": None,
+                                           "battery_note": "the battery's charge reads 'abc', not a percent from 0 "
+                                                           "to 100", "cpu_quota_cores": 0.5})
+    RpcServer.objects.create(node=node, port=50052, status=ServerStatus.RUNNING, local_port=40000,
+                             awake="cannot keep awake: systemd-inhibit refused (Failed to connect to bus)")
+    findings = diagnose(node, None)
+    assert not by_title(findings, "Running on battery"), "unknown is not on battery"
+    assert "'abc'" in by_title(findings, "battery's readings make no sense")[0].detail
+    assert by_title(findings, "CPU held to 0.5 cores by a cgroup")[0].level == WARN
+    asleep = by_title(findings, "cannot keep the laptop awake")[0]
+    assert asleep.level == WARN and "logind" in asleep.fix and "Failed to connect to bus" in asleep.detail

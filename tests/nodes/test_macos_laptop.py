@@ -54,7 +54,7 @@ def test_it_is_probed_over_ssh_and_shown_as_macos(mac, client, alice):
     assert (facts["os"], facts["arch"], facts["platform"], facts["cpu_model"]) == ("Darwin", "arm64", "macOS 14.5",
                                                                                    "Apple M2")
     assert facts["ram_total"] == 16 * GiB and facts["memory_pressure"] == "normal"
-    assert (facts["on_ac"], facts["battery_percent"], facts["wireless"]) == (False, 83, True)
+    assert (facts["battery_state"], facts["battery_percent"], facts["link_kind"]) == ("on battery", 83, "wifi")
     client.login(username="alice", password=PASSWORD)
     page = client.get(f"/nodes/{mac.name}/").content.decode()
     assert "macOS 14.5 · kernel 23.5.0 · arm64" in page and "memory pressure normal (62% free)" in page
@@ -81,6 +81,7 @@ def test_its_rpc_server_is_started_watched_restarted_and_stopped_without_setsid(
     server = RpcServer.objects.create(node=mac, port=50471)
     wait_until(lambda: RpcServer.objects.get(pk=server.pk).status == ServerStatus.RUNNING, 60, "the server running")
     server.refresh_from_db()
+    assert server.awake == "kept awake by caffeinate"
     where = mac.ssh_target()
     command = ssh.sh(where, 'ps -p "$1" -o command=', str(server.pid)).stdout
     assert "ggml-rpc-server" in command and " -t 8 " in command, "one thread per core, as sysctl hw.logicalcpu says"
@@ -100,6 +101,7 @@ def test_its_samples_come_from_its_own_tools(mac):
         if sample:
             break
     assert (sample["cpu"], sample["cores"], sample["ram_total"]) == (20.8, [], 16 * GiB)
+    assert sample["battery"] == {"state": "on battery", "percent": 83, "note": ""}
     assert sample["ram_available"] == (5513 + 298744 + 2875) * 16384
 
 

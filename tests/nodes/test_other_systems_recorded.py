@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from django.template.loader import render_to_string
 
-from nodes import install, platforms, probe, sampler, simos
+from nodes import install, platforms, power, probe, sampler, simos
 
 FIXTURES = Path(__file__).parent / "fixtures" / "platforms"
 MANIFEST = {"os": "linux", "arch": "x86_64", "min_glibc": "2.35", "min_glibcxx": "3.4.30"}
@@ -44,8 +44,10 @@ def test_an_apple_silicon_mac_is_probed_through_its_own_tools(tmp_path):
     assert facts["ram_available"] == (5513 + 298744 + 2875) * 16384, "free, inactive and speculative pages"
     assert (facts["swap_total"], facts["swap_used"]) == (1024 * 2**20, int(312.25 * 2**20))
     assert (facts["memory_pressure"], facts["memory_free_percent"]) == ("normal", 62)
-    assert (facts["on_ac"], facts["battery_percent"], facts["battery_status"]) == (False, 83, "Discharging")
-    assert (facts["nic"], facts["wireless"], facts["cpu_speed_limit"]) == ("en0", True, None)
+    assert (facts["battery_state"], facts["battery_percent"], facts["battery_status"]) == ("on battery", 83,
+                                                                                        "Discharging")
+    assert (facts["nic"], facts["link_kind"], facts["cpu_speed_limit"]) == ("en0", "wifi", None)
+    assert power.battery_flag(facts, None)["text"] == "on battery 83%" and power.cpu_flag(facts, None) is None
     assert facts["missing_tools"] == [] and facts["wsl"] is None
 
 
@@ -55,8 +57,9 @@ def test_an_intel_mac_says_its_cpu_features_its_throttling_and_its_memory_pressu
     assert (facts["cpu_mhz"], facts["logical_cores"], facts["performance_cores"]) == (2600, 12, None)
     assert facts["ram_available"] == (24412 + 1493014 + 11237) * 4096
     assert (facts["memory_pressure"], facts["cpu_speed_limit"]) == ("warning", 62)
-    assert (facts["on_ac"], facts["battery_percent"], facts["battery_status"]) == (True, 91, "Charging")
-    assert (facts["nic"], facts["wireless"]) == ("en7", False), "a USB Ethernet adapter, not its Wi-Fi"
+    assert (facts["battery_state"], facts["battery_percent"]) == ("charging", 91)
+    assert (facts["nic"], facts["link_kind"]) == ("en7", "wired"), "a USB Ethernet adapter, not its Wi-Fi"
+    assert power.cpu_flag(facts, None)["text"] == "CPU held to 62% of its speed by macOS"
     page = render_to_string("nodes/facts.html", {"facts": facts})
     assert "macOS 14.4.1" in page and "memory pressure warning (14% free)" in page
     assert "CPU speed limit 62%: throttled" in page
@@ -88,8 +91,10 @@ def test_a_macs_samples_come_from_the_same_reader_as_linuxs(tmp_path):
     finally:
         stream.kill()
         stream.wait()
-    assert lines[1:8] == ["MemTotal: 16777216 kB", "MemAvailable: 4914112 kB", "SwapTotal: 1048576 kB",
-                          "SwapFree: 728832 kB", "Net 21734561232 1934812734", "CpuBusy 20.83", "E"]
+    assert lines[1:9] == ["MemTotal: 16777216 kB", "MemAvailable: 4914112 kB", "SwapTotal: 1048576 kB",
+                          "SwapFree: 728832 kB", "Net 21734561232 1934812734", "Bat 83|Discharging|0",
+                          "CpuBusy 20.83", "E"]
+    assert sample["battery"] == {"state": "on battery", "percent": 83, "note": ""}
     assert (sample["cpu"], sample["cores"], sample["ram_total"]) == (20.8, [], 16 * GiB), "top's second sample"
     assert sample["ram_used"] == 16 * GiB - 4914112 * 1024 and (sample["rx"], sample["tx"]) == (0, 0)
 

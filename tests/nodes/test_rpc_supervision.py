@@ -105,8 +105,8 @@ def server_environment(node, pid: int) -> dict[str, str]:
 def test_it_starts_a_server_with_the_spin_count_for_its_openmp_threads(nodes, settings):
     """libgomp's own spin keeps every core of a laptop busy between tokens (bench/omp_spin.py)."""
     node = nodes[0]
-    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50130)
+    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50130).pid
     assert server_environment(node, pid)["GOMP_SPINCOUNT"] == str(settings.RPC_SPIN_COUNT)
     settings.RPC_SPIN_COUNT = 0
-    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50131)
+    pid = rpcserver.start(node.ssh_target(), node.install_dir, 50131).pid
     assert "GOMP_SPINCOUNT" not in server_environment(node, pid), "0 leaves libgomp's default"
