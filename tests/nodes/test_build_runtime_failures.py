@@ -116,5 +116,5 @@ def test_a_laptop_the_bundle_cannot_serve_is_pointed_to_a_build_of_its_own(lapto
     assert str(refused.value) == (
         "This laptop cannot run the llama.cpp runtime: it runs macOS, and there is no macOS bundle (the runtime is "
         "built for Linux); a Mac builds its own, with Metal on Apple silicon, once the Xcode command line tools and "
-        "cmake are there; its CPU is arm64; the runtime is built for x86_64. \"Build the runtime here\" on its page builds one on the laptop "
-        "itself, from the head's own llama.cpp source.")
+        "cmake are there; its CPU is arm64; the runtime is built for x86_64. \"Build the runtime here\" on its "
+        "page builds one on the laptop itself, from the head's own llama.cpp source.")
