@@ -22,7 +22,7 @@ def change(form, user) -> str:
     changed = [name for name in REACH if getattr(before, name) != form.cleaned_data[name]]
     held = holders(before) if changed else []
     if held:
-        raise Refused(f"{before.name} holds layers of {held[0].model.name} #{held[0].pk}: stop that deployment "
+        raise Refused(f"{before.name} holds layers of {held[0].name}: stop that deployment "
                       f"before changing its {', '.join(form.fields[name].label.lower() for name in changed)}.")
     presented = None
     if "host" in changed or "port" in changed:
