@@ -6,9 +6,10 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
-        from nodes import speed
+        from nodes import holds, speed
 
         speed.run_with(run_bundled)
+        holds.answer(moved=laptop_moved)
 
 
 def run_bundled(endpoint: str, tokens: int) -> tuple[float, int]:
@@ -16,3 +17,8 @@ def run_bundled(endpoint: str, tokens: int) -> tuple[float, int]:
 
     return speedtest.run_bundled(endpoint, tokens)
 
+
+def laptop_moved(node, was: str) -> list[str]:
+    from jobs.engine import moves  # the engine's modules load where a laptop moves, not in every manage.py
+
+    return moves.laptop_moved(node, was)

@@ -215,7 +215,8 @@ class Supervisor:
 
     def forward_alive(self, server: RpcServer) -> bool:
         forward = self.forwards.get(server.pk)
-        return forward is not None and forward.alive() and forward.local_port == server.local_port
+        return (forward is not None and forward.alive() and forward.local_port == server.local_port
+                and forward.host == server.node.host)
 
     def open_forward(self, server: RpcServer) -> None:
         if self.forward_alive(server):
