@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from django.urls import reverse
 from ninja import Field, Router, Schema, Status
 
-from clusterpanel.apikit import ApiError, Input, admin_only, errors
+from clusterpanel.apikit import ApiError, Input, admin_only, errors, existing
 from nodes import refind
 from nodes.models import LanScan
 
@@ -64,4 +64,4 @@ def start_scan(request: HttpRequest, payload: ScanIn):
             summary="What a search for moved laptops found")
 def get_scan(request: HttpRequest, pk: int):
     admin_only(request, "look for moved laptops")
-    return scan_row(get_object_or_404(LanScan, pk=pk))
+    return scan_row(get_object_or_404(LanScan, pk=existing(pk, "scan")))

@@ -60,7 +60,10 @@ def addresses(text: str, public: bool = False) -> list[str]:
                            "or give one address.") from None
     if found is None:
         raise RangeRefused(f"{text} holds more than {MOST_ADDRESSES} addresses: give a smaller range (a /22 at most).")
-    outside = next((a for a in found if not (a.is_private or a.is_link_local or a.is_loopback) or a.is_multicast), None)
+    odd = next((a for a in found if a.is_multicast or a.is_reserved or a.is_unspecified), None)
+    if odd is not None:
+        raise RangeRefused(f"{odd} is no address a laptop can have (multicast, reserved or unspecified).")
+    outside = next((a for a in found if not (a.is_private or a.is_link_local or a.is_loopback)), None)
     if outside is not None and not public:
         raise RangeRefused(f"{outside} is not a private, link-local or loopback address: a lab's LAN uses those. If "
                            "your laptops really sit on public addresses, allow public addresses explicitly.")

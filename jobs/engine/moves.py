@@ -8,6 +8,12 @@ from django.db import transaction
 
 from jobs import messages
 from models_app.models import Deployment, DeploymentStatus
+from nodes import rpcserver
+
+# Recovery keeps a laptop whose server runs again within 10 s of asking (jobs/engine/comeback.py). The supervisor
+# may be in a round at the old address when the laptop moves, and that round ends only when its command gives up
+# (up to rpcserver.QUICK_S): recovery starts after that, so the laptop is not left out for a round's wait.
+SETTLE_S = rpcserver.QUICK_S
 
 
 def laptop_moved(node, was: str) -> list[str]:
@@ -18,7 +24,8 @@ def laptop_moved(node, was: str) -> list[str]:
             deployment.set_status(DeploymentStatus.DEGRADED,
                                   f"{node.name} moved to {node.host} (was {was}). Re-planning; it keeps its place "
                                   "once its rpc-server runs at the new address.")
-            transaction.on_commit(lambda pk=deployment.pk: messages.recover_deployment(pk, [node.name], []))
+            transaction.on_commit(lambda pk=deployment.pk: messages.recover_deployment(pk, [node.name], [],
+                                                                                       countdown=SETTLE_S))
             said.append(f"{deployment} recovers as after a dropped laptop: {node.name} keeps its place once its "
                         "rpc-server runs at the new address")
         elif deployment.status == DeploymentStatus.DEGRADED:

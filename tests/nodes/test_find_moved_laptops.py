@@ -56,7 +56,9 @@ def first_quarter(dhcp) -> str:
 def test_a_scan_finds_a_moved_laptop_and_it_stays_the_same_laptop(dhcp, alice):
     node = fresh(dhcp, 1)
     old, new = node.host, laptop_at(dhcp, 1).address
-    assert run_now(register(dhcp.status(), laptop_at(dhcp, 2)), ActionKind.PROBE).status == ActionStatus.SUCCEEDED
+    at_home = register(dhcp.status(), laptop_at(dhcp, 2))
+    assert run_now(at_home, ActionKind.PROBE).status == ActionStatus.SUCCEEDED
+    ssh.forget(at_home.ssh_target())
     deployment = holding(node)
     server = RpcServer.objects.create(node=node, port=50052, wanted=True, status="running")
     answer = admin(alice).post("/api/nodes/scans/", {"addresses": first_quarter(dhcp)}, content_type="application/json")
@@ -80,6 +82,7 @@ def test_a_scan_finds_a_moved_laptop_and_it_stays_the_same_laptop(dhcp, alice):
     assert Node.objects.get(pk=node.pk).status == NodeStatus.READY and moved.probes.exists()
     page = admin(alice).get(f"/nodes/?scan={scan['id']}").content.decode()
     assert f"Found {node.name} at {new} (was {old})" in page
+    assert Node.objects.get(pk=at_home.pk).host == at_home.host, "a laptop at its own address stays"
     ssh.forget(moved.ssh_target())
 
 
@@ -92,6 +95,7 @@ def test_a_laptop_showing_another_key_at_its_old_address_is_not_matched(dhcp, db
     assert scan.status == ActionStatus.SUCCEEDED and scan.moved == []
     assert scan.summary.startswith("No laptop answered with a known key (")
     assert Node.objects.get(pk=node.pk).host == node.host
+    ssh.forget(node.ssh_target())  # a connection made before the new key would still work
     assert run_now(node, ActionKind.PROBE).status == ActionStatus.FAILED
     assert Node.objects.get(pk=node.pk).status == NodeStatus.HOST_KEY_CHANGED, "an admin approves the new key"
 
@@ -121,6 +125,7 @@ def test_typing_the_new_address_moves_a_held_laptop_but_another_machine_is_refus
     ("10.0.0.9-10.0.0.1", "the first address must come before the last"),
     ("", "is not a range"),
     ("8.8.8.0/24", "8.8.8.1 is not a private, link-local or loopback address"),
+    ("224.0.0.0/30", "224.0.0.1 is no address a laptop can have"),
 ])
 def test_bad_ranges_are_refused_in_words_and_nothing_is_scanned(alice, given, said):
     answer = admin(alice).post("/api/nodes/scans/", {"addresses": given}, content_type="application/json")
