@@ -8,7 +8,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('nodes', '0007_server_devices'),
+        ('nodes', '0008_server_awake'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
