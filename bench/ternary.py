@@ -9,21 +9,26 @@ reached through OpenSSH tunnels, as the panel runs it):
 1. Memory: fresh servers, one prompt that fills the context (the most a request makes llama.cpp touch), then each
    server's resident memory (and the head's growth) against the planner's prediction for that machine, and
    llama.cpp's own weights buffer against the planned weights. Target: ±5 % or ±32 MiB, whichever is larger.
-2. Speed: `--rounds` rounds, the three types in turns (the order rotated each round), each a fresh load answering
-   one chat greedily for `--tokens` tokens: tokens/s (median), and the first token where the answer parts from
-   the head's alone (llama.cpp in one process, same file).
+2. Speed: `--rounds` rounds, the three types in turns (the order rotated each round), each a fresh load over the
+   laptops and one on the head alone (llama.cpp in one process, same file; which goes first alternates), answering
+   one chat greedily for `--tokens` tokens: tokens/s (median), and the first token where the laptops' answer parts
+   from the head's alone, as Verify runs it (the head's CPU kernels, repacked where llama.cpp repacks) and with
+   the head's weights unrepacked (the arithmetic of the laptops' rpc-servers, which never repack).
 
-    .venv/bin/python bench/ternary.py [--layers 12] [--embd 1024] [--ffn 2816] [--ctx 2048] [--rounds 3]
+    .venv/bin/python bench/ternary.py [--layers 12] [--embd 1024] [--ffn 2816] [--ctx 2048] [--rounds 5]
         [--tokens 64]
 """
 
 import argparse
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from lan import bench_lan, with_runtime
+from lan import ROOT, bench_lan, with_runtime
 from vulkan_device import PORT, first_difference, servers
 
 INSTALL_DIR = "~/.clusterpanel-bench"
@@ -77,7 +82,8 @@ def memory_rows(nodes: list, kind: str, path: Path, ctx: int) -> list[str]:
     for stage, value, buffers in zip(plan.stages, measured, allocated, strict=True):
         predicted, error = stage.memory.total, stage.memory.total - value
         within = abs(error) <= max(0.05 * value, 32 * MiB)
-        rows.append(f"| {kind} | {stage.machine.name} | {stage.count} | {stage.memory.weights / MiB:.1f} | "
+        layers = f"{stage.count - 1} + output" if stage is plan.stages[-1] else str(stage.count)
+        rows.append(f"| {kind} | {stage.machine.name} | {layers} | {stage.memory.weights / MiB:.1f} | "
                     f"{buffers.get('model', 0) / MiB:.1f} | {predicted / MiB:.1f} | {value / MiB:.1f} | "
                     f"{error / MiB:+.1f} | {100 * error / value:+.1f} | {'yes' if within else 'NO'} |")
     return rows
@@ -86,29 +92,58 @@ def memory_rows(nodes: list, kind: str, path: Path, ctx: int) -> list[str]:
 def speeds(nodes: list, files: dict[str, Path], ctx: int, rounds: int, tokens: int) -> None:
     from jobs.engine import oneshot
 
-    alone = {kind: oneshot.complete([], "", tokens, model=path, n_gpu_layers=0, ctx=ctx, chat=CHAT, timeout=900)
-             for kind, path in files.items()}
-    rates: dict[str, list[float]] = {kind: [] for kind in KINDS}
-    parted: dict[str, set[str]] = {kind: set() for kind in KINDS}
+    rates: dict[str, dict[str, list[float]]] = {kind: {"laptops": [], "head": []} for kind in KINDS}
+    answers: dict[str, dict[str, list[str]]] = {kind: {} for kind in KINDS}
     for round_ in range(rounds):
         for kind in KINDS[round_ % len(KINDS):] + KINDS[:round_ % len(KINDS)]:
-            plan = plan_for(files[kind], ctx)
-            with servers(nodes, [["CPU"]] * len(nodes)) as endpoints:
-                answer = oneshot.complete(endpoints, "", tokens, model=files[kind], n_gpu_layers=plan.n_gpu_layers,
-                                          tensor_split=plan.tensor_split, ctx=ctx, chat=CHAT, timeout=900)
-            rates[kind].append(answer["completion_tokens"] / answer["seconds"])
-            parted[kind].add(first_difference(answer["pieces"], alone[kind]["pieces"]))
-            print(f"round {round_ + 1}: {kind} {rates[kind][-1]:.1f} tok/s", flush=True)
-    base = statistics.median(rates["Q4_0"])
-    print(f"\n| type | file MiB | weights per laptop MiB | tokens/s over 2 laptops (median of {rounds}) | "
-          "÷ Q4_0 | tokens/s head alone | greedy tokens against the head alone |")
-    print("|---|---:|---|---:|---:|---:|---|")
+            for where in (["laptops", "head"] if round_ % 2 == 0 else ["head", "laptops"]):
+                answer = on_laptops(nodes, files[kind], ctx, tokens) if where == "laptops" else oneshot.complete(
+                    [], "", tokens, model=files[kind], n_gpu_layers=0, ctx=ctx, chat=CHAT, timeout=900)
+                rates[kind][where].append(answer["completion_tokens"] / answer["seconds"])
+                answers[kind][where] = answer["pieces"]
+            print(f"round {round_ + 1}: {kind} {rates[kind]['laptops'][-1]:.1f} tok/s over the laptops, "
+                  f"{rates[kind]['head'][-1]:.1f} on the head alone", flush=True)
+    base = statistics.median(rates["Q4_0"]["laptops"])
+    print(f"\n| type | file MiB | weights per laptop MiB | tokens/s over 2 laptops (median of {rounds}) | ÷ Q4_0 | "
+          "tokens/s head alone | greedy answer over the laptops against the head alone: as Verify runs it | "
+          "with the head's kernels unrepacked |")
+    print("|---|---:|---|---:|---:|---:|---|---|")
     for kind in KINDS:
-        layers = " / ".join(f"{stage.memory.weights / MiB:.1f}" for stage in plan_for(files[kind], ctx).stages[1:])
-        mine = statistics.median(rates[kind])
-        head = alone[kind]["completion_tokens"] / alone[kind]["seconds"]
-        print(f"| {kind} | {files[kind].stat().st_size / MiB:.1f} | {layers} | {mine:.1f} | {mine / base:.2f} | "
-              f"{head:.1f} | {', '.join(sorted(parted[kind]))} |")
+        weights = " / ".join(f"{stage.memory.weights / MiB:.1f}" for stage in plan_for(files[kind], ctx).stages[1:])
+        laptops, head = (statistics.median(rates[kind][where]) for where in ("laptops", "head"))
+        ours = answers[kind]["laptops"]
+        print(f"| {kind} | {files[kind].stat().st_size / MiB:.1f} | {weights} | {laptops:.1f} | {laptops / base:.2f} | "
+              f"{head:.1f} | {first_difference(ours, answers[kind]['head'])} | "
+              f"{first_difference(ours, unrepacked(files[kind], ctx, tokens))} |")
+
+
+def on_laptops(nodes: list, path: Path, ctx: int, tokens: int) -> dict:
+    from jobs.engine import oneshot
+
+    plan = plan_for(path, ctx)
+    with servers(nodes, [["CPU"]] * len(nodes)) as endpoints:
+        return oneshot.complete(endpoints, "", tokens, model=path, n_gpu_layers=plan.n_gpu_layers,
+                                tensor_split=plan.tensor_split, ctx=ctx, chat=CHAT, timeout=900)
+
+
+# The head alone without llama.cpp's extra buffer types (weights repacked for the head's CPU, as for Q4_0 on AVX2):
+# the laptops' rpc-servers never repack, so this is the same arithmetic as theirs.
+UNREPACKED = """
+import json, sys
+from jobs.engine import llamacpp
+with llamacpp.model_params(extra_buffers=False):
+    from llama_cpp import Llama
+    llm = Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[2]), seed=1, verbose=False, n_gpu_layers=0)
+    chunks = llm.create_chat_completion(json.loads(sys.argv[3]), max_tokens=int(sys.argv[4]), temperature=0.0,
+                                        stream=True)
+    print(json.dumps([c["choices"][0]["delta"].get("content", "") for c in chunks]))
+"""
+
+
+def unrepacked(path: Path, ctx: int, tokens: int) -> list[str]:
+    done = subprocess.run([sys.executable, "-c", UNREPACKED, str(path), str(ctx), json.dumps(CHAT), str(tokens)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=900, check=True)
+    return [piece for piece in json.loads(done.stdout.strip().splitlines()[-1]) if piece]
 
 
 def main() -> None:
@@ -117,7 +152,7 @@ def main() -> None:
     parser.add_argument("--embd", type=int, default=1024)
     parser.add_argument("--ffn", type=int, default=2816)
     parser.add_argument("--ctx", type=int, default=2048)
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="ternary-") as scratch, \
