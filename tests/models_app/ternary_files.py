@@ -6,6 +6,7 @@ parsing its arguments, from the same vendored llama.cpp and the same build as th
 of the tool is needed. TQ1_0 and TQ2_0 pack 256 weights a block (QK_K): a tensor whose rows are not a multiple of
 256 falls back to Q4_0, so every width here is one (the bundled SmolLM2's 576 is not)."""
 
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -90,7 +91,8 @@ def quantize(source: Path, target: Path, file_type: str) -> Path:
     return target
 
 
+@functools.cache
 def tensors(path: Path) -> dict:
     """Each tensor by name (its tensor_type, n_elements, n_bytes), read by the `gguf` package's own reader, not by
-    the panel's."""
+    the panel's (once per file: it builds an object per token of the tokenizer)."""
     return {tensor.name: tensor for tensor in gguf.GGUFReader(str(path)).tensors}
