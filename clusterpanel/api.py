@@ -18,6 +18,7 @@ from models_app.api_uploads import router as uploads
 from nodes.api import router as nodes
 from nodes.api_actions import router as node_actions
 from nodes.api_bulk import router as node_selections
+from nodes.api_scans import router as node_scans
 
 api = NinjaAPI(
     title="clusterpanel", version="1", urls_namespace="api", auth=PanelAuth(), parser=SafeParser(),
@@ -36,6 +37,7 @@ api.add_router("/uploads/", uploads, tags=["models"])
 api.add_router("/plans/", plans, tags=["plans"])
 api.add_router("/deployments/", deployments, tags=["deployments"])
 api.add_router("/nodes/actions/", node_selections, tags=["laptops"])  # before /nodes/<name>/ would take it
+api.add_router("/nodes/scans/", node_scans, tags=["laptops"])
 api.add_router("/nodes/", nodes, tags=["laptops"])
 api.add_router("/nodes/", node_actions, tags=["laptops"])
 api.add_router("/tokens/", tokens, tags=["tokens"])

@@ -207,6 +207,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
+# Task modules besides each app's tasks.py: the LAN scan (nodes/refind.py) queues probes through
+# nodes/tasks.py, which cannot import it back.
+CELERY_IMPORTS = ["nodes.refind"]
 # Redis hands an unacknowledged task to another worker after this long. It must outlast the longest task
 # (a deployment's prepare: runtime, caches and a verification load of up to 30 min): a task redelivered while it
 # still runs would run twice. Tasks of a worker that dies are settled when a worker starts (nodes/tasks.py).

@@ -33,8 +33,8 @@ def load_engine(deployment_id: int, queue: str) -> None:
     send(LOAD_ENGINE, (deployment_id,), queue=queue)
 
 
-def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int]) -> None:
-    send(RECOVER_DEPLOYMENT, (deployment_id, dead, job_ids))
+def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int], countdown: float = 0) -> None:
+    send(RECOVER_DEPLOYMENT, (deployment_id, dead, job_ids), countdown=countdown)
 
 
 def verify_deployment(deployment_id: int, user_id: int | None) -> None:

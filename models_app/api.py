@@ -39,6 +39,7 @@ class ModelOut(Schema):
     context_length: int
     vocab_size: int
     file_type: str
+    quantization: str = Field(description="The file type in words: what a weight is, and its bits.")
     created: datetime
     deployments: list[int] = Field(description="Its deployments that hold laptops now.")
 
@@ -90,7 +91,7 @@ def model_row(model: GgufModel) -> dict:
             "checksum_progress": model.hash_progress, "bundled": model.bundled, "architecture": model.architecture,
             "layers": model.n_layer, "embedding": model.n_embd, "heads": model.n_head, "kv_heads": model.n_head_kv,
             "feed_forward": model.n_ff, "context_length": model.context_length, "vocab_size": model.vocab_size,
-            "file_type": model.file_type, "created": model.created,
+            "file_type": model.file_type, "quantization": model.quantization, "created": model.created,
             "deployments": list(model.deployments.filter(status__in=model.deployments.model.ACTIVE)
                                 .values_list("pk", flat=True))}
 

@@ -5,6 +5,7 @@ from django.conf import settings
 from django.db import models
 
 from clusterpanel.routes import NotARoute
+from models_app import quantization
 from models_app.gguf_meta import ModelMetadata
 from nodes.models import NodeStatus
 
@@ -58,6 +59,10 @@ class GgufModel(models.Model):
     @property
     def weights_bytes(self) -> int:
         return sum(self.layer_bytes) + sum(self.other_tensors.values())
+
+    @property
+    def quantization(self) -> str:
+        return quantization.described(self.file_type)
 
 
 class DeploymentStatus(models.TextChoices):

@@ -5,7 +5,6 @@ import time
 from django.utils import timezone
 
 from clusterpanel.units import size
-from jobs.engine.llamacpp import LlamaCppError
 from nodes import build_here, devices, install, netcheck, platforms, probe, removal, rpcserver, serving, speed, ssh
 from nodes.models import (
     ActionKind,
@@ -127,7 +126,7 @@ def do_measure_speed(action: NodeAction, node: Node) -> None:
         action.report(f"Running the bundled model on the laptop's {device.name} for a few seconds.")
         try:
             result = speed.measure(node.ssh_target(), node.install_dir, device=device.name)
-        except (LlamaCppError, rpcserver.RpcServerError, ssh.SSHError) as exc:
+        except (speed.SpeedError, rpcserver.RpcServerError, ssh.SSHError) as exc:
             failed[device.name] = str(exc)
             continue
         measured[device.name] = result

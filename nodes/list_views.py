@@ -13,8 +13,8 @@ from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
 from clusterpanel.idfields import plain_id
 from clusterpanel.natural import natural_key, natural_sorted
-from nodes import bulk, metrics
-from nodes.models import ActionKind, Node, NodeAction
+from nodes import bulk, metrics, refind
+from nodes.models import ActionKind, LanScan, Node, NodeAction
 
 ASK_FIRST = {ActionKind.RESTART_RPC: "Restart", ActionKind.REMOVE: "Remove"}
 BULK_KINDS = [(kind, ActionKind(kind).label + ("…" if kind in ASK_FIRST else "")) for kind in bulk.KINDS]
@@ -25,7 +25,8 @@ def node_list(request: HttpRequest) -> HttpResponse:
     return laptops_page(request)
 
 
-def laptops_page(request: HttpRequest, chosen: set[str] = frozenset(), status: int = 200) -> HttpResponse:
+def laptops_page(request: HttpRequest, chosen: set[str] = frozenset(), status: int = 200, scan_range: str = ""
+                 ) -> HttpResponse:
     """`chosen`: the laptops ticked (by name); by default, those of the selection followed."""
     nodes = natural_sorted(Node.objects.prefetch_related("rpc_servers", "probes", "link_checks"),
                            key=lambda node: node.name)
@@ -35,8 +36,23 @@ def laptops_page(request: HttpRequest, chosen: set[str] = frozenset(), status: i
     run = followed(request)
     if run and not chosen:
         chosen = {action.laptop_name for action in run["actions"]}
-    return render(request, "nodes/list.html", {"nodes": nodes, "run": run, "chosen": chosen, "kinds": BULK_KINDS},
-                  status=status)
+    scan = LanScan.objects.filter(pk=request.GET["scan"]).first() if plain_id(request.GET.get("scan", "")) else None
+    return render(request, "nodes/list.html", {
+        "nodes": nodes, "run": run, "chosen": chosen, "kinds": BULK_KINDS, "scan": scan,
+        "scan_range": scan_range or getattr(scan, "addresses", "")}, status=status)
+
+
+@lab_admin_required
+@require_POST
+def find_moved(request: HttpRequest) -> HttpResponse:
+    """Look for laptops that came back at another address (nodes/refind.py), in the background."""
+    text = request.POST.get("addresses", "")[:100]
+    try:
+        scan = refind.start(text, request.POST.get("public") == "1", request.user)
+    except refind.RangeRefused as exc:
+        messages.error(request, f"{exc} Nothing was scanned.")
+        return laptops_page(request, status=400, scan_range=text)
+    return redirect(f"{reverse('nodes:list')}?scan={scan.pk}")
 
 
 @lab_admin_required

@@ -335,3 +335,23 @@ class LinkCheck(models.Model):
 
     class Meta:
         ordering = ["-created"]
+
+
+class LanScan(models.Model):
+    """One search of an address range for laptops that came back at another address (nodes/refind.py)."""
+
+    addresses = models.CharField(max_length=100, help_text="The range as the admin gave it: a CIDR or first-last.")
+    public = models.BooleanField(default=False, help_text="The admin allowed addresses outside private ranges.")
+    status = models.CharField(max_length=10, choices=ActionStatus.choices, default=ActionStatus.QUEUED)
+    summary = models.TextField(blank=True)
+    moved = models.JSONField(default=list, blank=True, help_text='[{"name": ..., "host": ..., "was": ...}]')
+    error = models.TextField(blank=True)
+    requested_by = models.ForeignKey("clusterpanel.User", null=True, blank=True, on_delete=models.SET_NULL)
+    created = models.DateTimeField(auto_now_add=True)
+    finished = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"Scan of {self.addresses} ({self.status})"

@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from django.db import transaction
 from django.template.defaultfilters import pluralize
 
-from models_app.models import Deployment
-from nodes import rpcserver, ssh
+from nodes import holds, rpcserver, ssh
 from nodes.models import ActionStatus, Node, NodeAction, RpcServer
 
 WIPE = ('[ -d "$1" ] || exit 0; rm -rf -- "$1/runtime" "$1/downloads" "$1/rpc" "$1/cache"; '
@@ -45,13 +44,13 @@ class Removed:
         return " ".join(said)
 
 
-def holders(node: Node) -> list[Deployment]:
-    return list(Deployment.objects.filter(stages__node=node, status__in=Deployment.ACTIVE).distinct())
+def holders(node: Node) -> list[holds.Holder]:
+    return holds.holders(node)
 
 
 def deployments_used(nodes: list[Node]) -> int:
     """How many deployments (any state) used any of `nodes`: removing them removes those too."""
-    return Deployment.objects.filter(stages__node__in=nodes).distinct().count()
+    return holds.used_by(nodes)
 
 
 def removal(node: Node, acting: NodeAction | None = None) -> list[str]:
@@ -59,7 +58,7 @@ def removal(node: Node, acting: NodeAction | None = None) -> list[str]:
     `acting` (the removal itself, when run as an action) is under way on it."""
     held = holders(node)
     if held:
-        names = ", ".join(f"{d.model.name} #{d.pk} ({d.get_status_display().lower()})" for d in held)
+        names = ", ".join(map(str, held))
         raise Refused(f"{node.name} holds layers of {names}: stop that deployment first.")
     busy = node.actions.filter(status__in=(ActionStatus.QUEUED, ActionStatus.RUNNING)).exclude(
         pk=getattr(acting, "pk", None)).first()
@@ -67,7 +66,7 @@ def removal(node: Node, acting: NodeAction | None = None) -> list[str]:
         doing = f"{busy.get_kind_display().lower()} is {busy.get_status_display().lower()}"
         raise Refused(f"{node.name} is busy ({doing}); wait for it to end, then remove the laptop.")
     servers = [server.port for server in node.rpc_servers.all()]
-    past = Deployment.objects.filter(stages__node=node).distinct().count()
+    past = deployments_used([node])
     lines = [f"{node.name} leaves the panel, with its probes, metrics and history."]
     if servers:
         lines.append(f"Its rpc-server{pluralize(len(servers))} on port {', '.join(map(str, servers))} "
@@ -101,6 +100,6 @@ def remove(node: Node, wipe: bool, acting: NodeAction | None = None) -> Removed:
         locked = Node.objects.select_for_update().filter(pk=node.pk).first()
         if locked is not None:
             removal(locked, acting)  # a deployment may have taken it while the laptop was being cleaned
-            Deployment.objects.filter(stages__node=locked).delete()
+            holds.forget_used([locked])
             locked.delete()
     return done

@@ -1,6 +1,7 @@
 """What an admin asks of a laptop's rpc-servers, from a page or the API: start, stop or restart one (the
 supervisor carries it out within seconds), and what stopping or restarting one would end."""
 
+from nodes import holds
 from nodes.models import Node, RpcServer
 
 STATES = ("start", "stop", "restart")
@@ -32,15 +33,9 @@ def want(node: Node, port: int, state: str) -> RpcServer:
 def consequences(node: Node, port: int, state: str) -> list[str]:
     """What stopping or restarting a server ends: the deployment whose layers it holds, and its jobs."""
     server = RpcServer.objects.filter(node=node, port=port).first()
-    stage = getattr(server, "stage", None) if server else None
-    deployment = stage.deployment if stage else None
-    if deployment is None or not deployment.is_active:
+    losing = holds.losing(server) if server else None
+    if losing is None:
         return [f"No running deployment uses it; it {'stops' if state == 'stop' else 'restarts'} within seconds."]
-    from models_app.removal import in_flight
-
-    losing = (f"{deployment} loses layers {stage.first_layer}–{stage.first_layer + stage.layer_count - 1}"
-              if stage.layer_count else f"{deployment} loses a stage")
-    return [f"{losing}: it has {in_flight(deployment)}; they fail naming {node.name} and are retried once "
-            "after the deployment re-plans.",
+    return [f"{losing}; they fail naming {node.name} and are retried once after the deployment re-plans.",
             "Restarting brings the server back at once; the deployment then re-plans with it."
             if state == "restart" else "Stopped, it stays off until started again here."]

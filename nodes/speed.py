@@ -5,31 +5,44 @@ layer of the bundled model while the head decodes a few tokens greedily. Each
 token reads every weight once, so bytes per token x tokens per second is the
 bandwidth the planner needs. It catches what a spec sheet misses: thermal
 limits, a busy CPU, a cgroup quota, the CPU variant the runtime picked.
+
+This is the laptop's half (its server, its tunnel); the model's half, which
+drives llama.cpp on the head, is the engine's (jobs/engine/speedtest.py), and
+reaches here through `run_with` when the jobs app starts: a laptop's module
+imports nothing that runs models.
 """
 
-from jobs.engine import oneshot
-from models_app.bundled import bundled_model_path
-from models_app.gguf_meta import read_metadata
-from models_app.planner import shape_of
+from collections.abc import Callable
+
 from nodes import rpcserver, ssh
 from nodes.supervisor import free_port
 
 PORT = 50399
-PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>assistant\n"
+# endpoint ("127.0.0.1:port"), tokens → (tokens per second, bytes each token reads); raises SpeedError
+Runner = Callable[[str, int], tuple[float, int]]
+runner: Runner | None = None
+
+
+class SpeedError(Exception):
+    """The model did not run through the laptop's server; the message says why."""
+
+
+def run_with(run: Runner) -> None:
+    global runner
+    runner = run
 
 
 def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32, device: str = "CPU") -> dict:
     """Tokens/s and effective GB/s of one of the laptop's devices (ggml's name: CPU, Vulkan0, …)."""
-    shape = shape_of(read_metadata(bundled_model_path()))
-    per_token = sum(shape.layer_bytes) + shape.output_bytes  # the tied output reads a copy of the embedding
+    if runner is None:
+        raise SpeedError("Nothing here runs models: the panel's jobs app is not installed.")
     rpcserver.start(target, install_dir, PORT, bind="127.0.0.1", devices=[device])
     forward = None
     try:
         forward = ssh.forward(target, PORT, free_port())
-        answer = oneshot.complete([f"127.0.0.1:{forward.local_port}"], PROMPT, max_tokens=tokens, timeout=300)
+        tok_s, per_token = runner(f"127.0.0.1:{forward.local_port}", tokens)
     finally:
         if forward:
             forward.close()
         rpcserver.stop(target, install_dir, PORT)
-    tok_s = answer["completion_tokens"] / answer["seconds"]
     return {"tokens_per_s": round(tok_s, 1), "bandwidth_gb_s": round(per_token * tok_s / 1e9, 2)}

@@ -29,6 +29,7 @@ from nodes import logins
 CONNECT_TIMEOUT = 10.0
 COMMAND_TIMEOUT = 60.0
 KEY_CLASSES = (paramiko.Ed25519Key, paramiko.ECDSAKey, paramiko.RSAKey)
+RSA_SIGNATURES = ("rsa-sha2-512", "rsa-sha2-256", "ssh-rsa")  # one RSA key, whichever a server still signs with
 
 
 class SSHError(Exception):
@@ -261,17 +262,22 @@ def _partial_size(sftp: paramiko.SFTPClient, path: str) -> int:
         return 0
 
 
-def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT) -> str:
-    """The key a host presents, for an admin to compare with the laptop's own before trusting it."""
+def host_key_of(host: str, port: int = 22, timeout: float = CONNECT_TIMEOUT, prefer: str = "") -> str:
+    """The key a host presents, for an admin to compare with the laptop's own before trusting it; `prefer`: the
+    key type to ask for first ("ssh-ed25519"), so a host with several keys shows the kind that was pinned."""
     try:
         with socket.create_connection((host, port), timeout=timeout) as sock:
             transport = paramiko.Transport(sock)
             try:
+                if prefer:
+                    first = RSA_SIGNATURES if prefer == "ssh-rsa" else (prefer,)
+                    options = transport.get_security_options()
+                    options.key_types = [*first, *(kind for kind in options.key_types if kind not in first)]
                 transport.start_client(timeout=timeout)
                 key = transport.get_remote_server_key()
             finally:
                 transport.close()
-    except (OSError, paramiko.SSHException) as exc:
+    except (OSError, paramiko.SSHException, EOFError) as exc:
         raise SSHError(f"Cannot reach {host}:{port}: {why_unreachable(exc)}") from None
     return f"{key.get_name()} {key.get_base64()}"
 
@@ -282,6 +288,7 @@ class Forward:
 
     local_port: int
     process: subprocess.Popen
+    host: str = ""  # the laptop's address it was opened to: a laptop that moves needs a new one
 
     def alive(self) -> bool:
         return self.process.poll() is None
@@ -320,7 +327,7 @@ def forward(target: SSHTarget, remote_port: int, local_port: int, timeout: float
             process.kill()
             error = process.communicate()[1].strip()
             raise SSHError(f"The SSH port forward to {target.host} failed: {error or 'no answer'}")
-    return Forward(local_port, process)
+    return Forward(local_port, process, target.host)
 
 
 def forward_argv(target: SSHTarget, remote_port: int, local_port: int, key: Path, known: Path,

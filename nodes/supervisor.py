@@ -26,7 +26,7 @@ from django.utils import timezone
 
 from clusterpanel.broadcast import broadcast
 from nodes import rpc, rpcserver, ssh
-from nodes.models import NodeStatus, RpcServer, ServerStatus
+from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 
 log = logging.getLogger(__name__)
 MAX_BACKOFF_S = 60
@@ -150,7 +150,8 @@ class Supervisor:
             server.node.refuse_host_key(exc.presented)
             self.update(server, status=ServerStatus.FAILED, last_death=str(exc))
         except (ssh.SSHError, rpcserver.RpcServerError, rpc.RpcError) as exc:
-            self.failed(server, str(exc))
+            if not moved_meanwhile(server):  # a round at an address the laptop has left: the next goes to the new
+                self.failed(server, str(exc))
         except DatabaseError:  # not the server's fault: nothing to record it in either
             log.exception("%s: the database failed; trying again next round", server)
         except Exception as exc:
@@ -217,7 +218,8 @@ class Supervisor:
 
     def forward_alive(self, server: RpcServer) -> bool:
         forward = self.forwards.get(server.pk)
-        return forward is not None and forward.alive() and forward.local_port == server.local_port
+        return (forward is not None and forward.alive() and forward.local_port == server.local_port
+                and forward.host == server.node.host)
 
     def open_forward(self, server: RpcServer) -> None:
         if self.forward_alive(server):
@@ -259,6 +261,11 @@ class Supervisor:
         server.save(update_fields=list(fields))
         if server.status != was:
             tell_deployment(server)
+
+
+def moved_meanwhile(server: RpcServer) -> bool:
+    now = Node.objects.filter(pk=server.node_id).values_list("host", "port").first()
+    return now is not None and now != (server.node.host, server.node.port)
 
 
 def tell_deployment(server: RpcServer) -> None:

@@ -6,6 +6,7 @@ app_name = "nodes"
 urlpatterns = [
     path("", list_views.node_list, name="list"),
     path("actions/", list_views.act_on_laptops, name="bulk"),
+    path("find-moved/", list_views.find_moved, name="find-moved"),
     path("add/", views.node_add, name="add"),
     path("metrics/recent.json", views.recent_metrics, name="recent-metrics"),
     path("doctor/", views.doctor, name="doctor"),

@@ -29,6 +29,7 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("GET", "/api/nodes/{name}/metrics/"): None,
     ("POST", "/api/nodes/actions/"): {"action": "probe", "nodes": ["lab-1"]}, ("GET", "/api/nodes/actions/"): None,
     ("GET", "/api/nodes/actions/events/"): None,
+    ("POST", "/api/nodes/scans/"): {"addresses": "10.0.0.0/30"}, ("GET", "/api/nodes/scans/{pk}/"): None,
     ("GET", "/api/models/"): None, ("POST", "/api/models/"): {"path": "/nonexistent.gguf"},
     ("GET", "/api/models/{name}/"): None, ("PATCH", "/api/models/{name}/"): {"name": "other"},
     ("DELETE", "/api/models/{name}/"): None, ("POST", "/api/plans/"): PLAN, ("POST", "/api/deployments/"): PLAN,

@@ -1,5 +1,5 @@
 """Keep rpc-servers and their SSH tunnels alive, and one engine worker per ready deployment (runs under
-`make run`)."""
+`make run`). It lives with the engine, above the laptops: nodes/ knows nothing of deployments."""
 
 from django.core.management.base import BaseCommand
 
