@@ -17,6 +17,9 @@ def move(lan: SimLan, i: int, address: str) -> str:
     run("ip", "-n", laptop.netns, "addr", "del", f"{was}/{prefix}", "dev", "eth0")
     run("ip", "-n", laptop.netns, "addr", "add", f"{address}/{prefix}", "dev", "eth0")
     run("ip", "-n", laptop.netns, "route", "replace", "default", "via", state.gateway)
+    # A real DHCP client announces its new address (gratuitous ARP). Without it, a scan that found nobody there
+    # minutes ago leaves the head's neighbour entry failed, and connecting answers "no route" for a while.
+    run("ip", "neigh", "flush", "to", address, check=False)
     config = laptop_dir / "sshd_config"
     config.write_text(config.read_text().replace(f"ListenAddress {was}\n", f"ListenAddress {address}\n"))
     laptop.address = address
