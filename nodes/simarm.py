@@ -103,17 +103,22 @@ def make_arm(harness, i: int, cpu: str = PI5_CPU) -> str:
     restarts to give every session the shim and QEMU's settings (the processes it started go on). The binfmt
     entry it runs through."""
     entry = run_aarch64(harness.name)
+    pretend(harness, i, UNAME, f"QEMU_LD_PREFIX={SYSROOT}", f"QEMU_CPU={cpu}")
+    return entry
+
+
+def pretend(harness, i: int, uname: str, *env: str) -> None:
+    """Laptop `i`'s sessions run `uname` (a shell script) for uname, with `env` (NAME=value) set."""
     lan, laptop, laptop_dir = harness.laptop(i)
-    shims = laptop_dir / "aarch64-bin"
+    shims = laptop_dir / "machine-bin"
     shims.mkdir(mode=0o755, exist_ok=True)
-    (shims / "uname").write_text(UNAME)
+    (shims / "uname").write_text(uname)
     (shims / "uname").chmod(0o755)
     config = laptop_dir / "sshd_config"
     lines = config.read_text().splitlines()
     if any(line.startswith("SetEnv") for line in lines):  # sshd takes the first SetEnv line alone
         raise SimArmError(f"Laptop {i} already has an environment of its own (SetEnv in {config}).")
-    path = f"{shims}:/usr/local/bin:/usr/bin:/bin"
-    config.write_text("\n".join([*lines, f"SetEnv QEMU_LD_PREFIX={SYSROOT} QEMU_CPU={cpu} PATH={path}"]) + "\n")
+    setting = " ".join([*env, f"PATH={shims}:/usr/local/bin:/usr/bin:/bin"])
+    config.write_text("\n".join([*lines, f"SetEnv {setting}"]) + "\n")
     harness.restart_sshd(lan, laptop, laptop_dir)
     harness.save(lan)
-    return entry
