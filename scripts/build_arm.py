@@ -46,6 +46,17 @@ CROSS_CMAKE_ARGS = [
     "-DCMAKE_FIND_ROOT_PATH_MODE_LIBRARY=ONLY",
     "-DCMAKE_FIND_ROOT_PATH_MODE_INCLUDE=ONLY",
 ]
+# GCC 12 cannot compile llama.cpp's two SME variants (armv9.2_*), yet libggml waits on every variant: each is
+# an add_dependencies() of it (ggml/src/CMakeLists.txt). CMake includes this after each project(); libggml then
+# no longer waits on a variant left out, and the shared source stays unpatched.
+LEAVE_OUT = """include_guard(GLOBAL)
+function(add_dependencies target)
+  list(FILTER ARGN EXCLUDE REGEX "^ggml-cpu-armv9[.]2_[0-9]+$")
+  if(ARGN)
+    _add_dependencies(${target} ${ARGN})
+  endif()
+endfunction()
+"""
 NEEDS = {  # what the build needs → the Debian/Ubuntu package with it (libgomp for arm64 comes with the compiler)
     f"{CROSS}gcc": "gcc-aarch64-linux-gnu",
     f"{CROSS}g++": "g++-aarch64-linux-gnu",
@@ -63,7 +74,7 @@ def cmake_args() -> list[str]:
 
 
 def runtime_dir(cache: Path) -> Path:
-    key = build_llama.flags_key(cmake_args(), CPU_VARIANTS, build_llama.BUNDLED_SYSTEM_LIBS)
+    key = build_llama.flags_key(cmake_args(), CPU_VARIANTS, build_llama.BUNDLED_SYSTEM_LIBS, LEAVE_OUT)
     return cache / f"runtime-{key}-{ARCH}"
 
 
@@ -71,9 +82,12 @@ def build(tree: Path, cache: Path, logs: Path, jobs: int) -> Path:
     """The cross build's bin/ folder: ggml-rpc-server, its ggml libraries and the ARM CPU variants."""
     folder = cache / f"{ARCH}-build-{sources.patches_key()}"
     generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "leave-out-variants.cmake").write_text(LEAVE_OUT)
     sources.run_step(
         f"configure llama.cpp for {ARCH} with the cross compiler (same tree and flags as the x86-64 bundle)",
-        ["cmake", "-S", str(tree), "-B", str(folder), *generator, *cmake_args()],
+        ["cmake", "-S", str(tree), "-B", str(folder), *generator, *cmake_args(),
+         f"-DCMAKE_PROJECT_INCLUDE={folder / 'leave-out-variants.cmake'}"],
         logs / f"{ARCH}-configure.log",
         hint="Needs Debian's cross compiler: apt-get install " + " ".join(sorted(set(NEEDS.values()))),
     )
