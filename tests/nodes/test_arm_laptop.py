@@ -77,6 +77,8 @@ def test_an_unknown_architecture_is_refused_with_the_build_offered_and_nothing_c
 
 def test_layers_on_the_arm_laptop_answer_and_the_answer_is_verified(laptops, supervisor, bob):
     arm, x86, _ = laptops
+    for node in (arm, x86):
+        assert run_now(node, ActionKind.INSTALL_RUNTIME).status == ActionStatus.SUCCEEDED
     deployment = deploy.create(ensure_bundled(), [arm, x86], 512, mode="even")
     planned = [stage["machine"] for stage in deployment.plan["stages"][1:]]
     assert planned == [arm.name, x86.name]
