@@ -1,8 +1,8 @@
 """The aarch64 runtime bundle on an ARM laptop under qemu, side by side with the x86-64 bundle on an x86-64 laptop.
 
-Two simulated laptops (nodes/simarm.py): the first runs aarch64 programs through qemu-user as a Raspberry Pi 5's
-Cortex-A76 (and, with `--cpus`, as other ARM CPUs: QEMU's `max` has SVE2 and int8 matrix multiply), the second is
-a plain x86-64 laptop. Each gets the bundle of its architecture as the panel installs it, then, per laptop alone
+Simulated laptops (nodes/simarm.py): an x86-64 one, and one ARM laptop per CPU of `--cpus` that runs aarch64
+programs through qemu-user as that CPU: a Raspberry Pi 5's Cortex-A76 by default, QEMU's `max` has SVE2 and int8
+matrix multiply. Each gets the bundle of its architecture as the panel installs it, then, per laptop alone
 and then both together (layers split evenly), the bundled model is loaded over RPC and answers greedily: load
 success and seconds, the CPU variant the server chose, tokens/s, and against the head alone the first token
 where the greedy answers part (the check Verify makes).
@@ -27,7 +27,8 @@ PORT = 50490
 
 
 @contextmanager
-def arm_lan():
+def arm_lan(cpus: list[str]):
+    """Laptop 1 x86-64, laptops 2.. ARM as `cpus`."""
     import django
 
     django.setup()
@@ -38,19 +39,12 @@ def arm_lan():
 
     harness = SimLan("barm", Path(settings.DATA_DIR) / "simlan", subnet="10.246.0.0/24")
     try:
-        harness.up(2)
-        simarm.make_arm(harness, 1)
+        harness.up(1 + len(cpus))
+        for index, cpu in enumerate(cpus, start=2):
+            simarm.make_arm(harness, index, cpu)
         yield harness
     finally:
         harness.down()
-
-
-def as_cpu(harness, cpu: str) -> None:
-    """The ARM laptop's sshd again, emulating `cpu` for the sessions it starts from now on."""
-    lan, laptop, laptop_dir = harness.laptop(1)
-    config = laptop_dir / "sshd_config"
-    config.write_text(re.sub(r"QEMU_CPU=\S+", f"QEMU_CPU={cpu}", config.read_text()))
-    harness.restart_sshd(lan, laptop, laptop_dir)
 
 
 @contextmanager
@@ -109,40 +103,35 @@ def run(nodes: list, tokens: int, reference: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--tokens", type=int, default=16)
-    parser.add_argument("--cpus", default="cortex-a76", help="ARM CPUs for QEMU to emulate, comma-separated")
+    parser.add_argument("--cpus", default="cortex-a76,max", help="ARM CPUs for QEMU to emulate, comma-separated")
     args = parser.parse_args()
     from jobs.engine import oneshot
     from models_app.bundled import bundled_model_path
     from nodes.runtime import find_bundle
 
     reference = oneshot.complete([], "", args.tokens, model=bundled_model_path(), n_gpu_layers=0, chat=CHAT)["pieces"]
-    with arm_lan() as harness:
+    cpus = args.cpus.split(",")
+    with arm_lan(cpus) as harness:
         started = time.monotonic()
-        arm, x86 = with_runtime(harness.status(), INSTALL_DIR)
+        x86, *arms = with_runtime(harness.status(), INSTALL_DIR)
         installed = time.monotonic() - started
         for arch in ("aarch64", "x86_64"):
             bundle = find_bundle(arch)
             print(f"{arch} bundle: {bundle.tarball.name}, {bundle.manifest['size'] / 2**20:.1f} MiB, glibc ≥ "
                   f"{bundle.manifest['min_glibc']}, GLIBCXX ≥ {bundle.manifest['min_glibcxx']}, CPU variants: "
                   f"{', '.join(bundle.manifest['cpu_variants'])}")
-        print(f"Both installed as the panel installs them in {installed:.1f} s")
+        print(f"{len(cpus) + 1} laptops installed as the panel installs them in {installed:.1f} s")
         print(f"\n{args.tokens} greedy tokens of the bundled model, against the head alone (what Verify checks)\n")
         print("| laptops (layers split evenly) | loaded | load s | CPU variant chosen | tokens/s | against the head "
               "alone |")
         print("|---|---|---:|---|---:|---|")
-        cases = [(f"ARM ({cpu}, qemu)", [arm], cpu) for cpu in args.cpus.split(",")]
-        cases += [("x86-64", [x86], None), (f"ARM ({args.cpus.split(',')[0]}, qemu) + x86-64", [arm, x86],
-                                            args.cpus.split(",")[0])]
-        for name, nodes, cpu in cases:
-            if cpu:
-                as_cpu(harness, cpu)
-                from nodes import ssh
-
-                ssh.forget(arm)  # sessions opened before keep the environment they started with
+        cases = [(f"ARM ({cpu}, qemu)", [arm], True) for cpu, arm in zip(cpus, arms, strict=True)]
+        cases += [("x86-64", [x86], False), (f"ARM ({cpus[0]}, qemu) + x86-64", [arms[0], x86], True)]
+        for name, nodes, emulated in cases:
             found = run(nodes, args.tokens, reference)
-            emulated = " (emulated: not meaningful)" if cpu else ""
+            said = " (emulated: not meaningful)" if emulated else ""
             print(f"| {name} | {found['loaded']} | {found.get('load_s', 0):.1f} | {' + '.join(found['variants'])} | "
-                  f"{found.get('rate', 0):.2f}{emulated} | {found.get('verify', '—')} |")
+                  f"{found.get('rate', 0):.2f}{said} | {found.get('verify', '—')} |")
 
 
 if __name__ == "__main__":

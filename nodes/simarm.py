@@ -85,7 +85,8 @@ def run_aarch64(lan_name: str) -> str:
     if found:
         return found
     name = entry_name(lan_name)
-    (BINFMT / "register").write_text(f":{name}:M::{MAGIC}:{MASK}:{qemu}:F")
+    if not (BINFMT / name).exists():  # the LAN's second ARM laptop runs through the first one's
+        (BINFMT / "register").write_text(f":{name}:M::{MAGIC}:{MASK}:{qemu}:F")
     return name
 
 
