@@ -32,7 +32,7 @@ vulkan:
 	@bash scripts/setup.sh --vulkan
 
 # The laptops' runtime for 64-bit ARM Linux (Raspberry Pi 5, ARM laptops), cross-compiled from the same source
-# (about N min, once); `make test` does it too. ARM laptops then get it with "Install runtime".
+# (4 to 6 min on 2 cores, once); `make test` does it too. ARM laptops then get it with "Install runtime".
 arm:
 	@bash scripts/setup.sh --arm
 

@@ -93,7 +93,7 @@ def build(tree: Path, cache: Path, logs: Path, jobs: int) -> Path:
     )
     targets = ["ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{variant}" for variant in CPU_VARIANTS)]
     sources.run_step(
-        f"build ggml-rpc-server for {ARCH} with {len(CPU_VARIANTS)} ARM CPU variants (about 4 min on 2 cores)",
+        f"build ggml-rpc-server for {ARCH} with {len(CPU_VARIANTS)} ARM CPU variants (4 to 6 min on 2 cores)",
         ["cmake", "--build", str(folder), "--parallel", str(jobs), "--target", *targets],
         logs / f"{ARCH}-build.log",
     )
