@@ -14,6 +14,9 @@ binfmt_misc is the kernel's, shared by the whole machine: the entry goes in unde
 the F flag (QEMU is opened once, at registration, so the laptops' namespaces reach it), and leaves with the LAN
 (`forget_binfmt`, called by SimLan.down). An aarch64 entry already there (qemu-user-static's own, registered by
 systemd-binfmt or binfmt-support) is used as it is and left alone. Needs root.
+
+`pretend` alone, without QEMU, gives a laptop another `uname -m` and nothing else: a laptop of an architecture no
+bundle is built for (riscv64, armv7l), for the refusals, where nothing of the runtime should ever run.
 """
 
 import shutil
