@@ -38,12 +38,11 @@ def target(lan, laptop):
 
 
 def with_runtime(lan, install_dir: str) -> list:
-    """SSH targets of every laptop, each with the runtime installed as the panel installs it."""
+    """SSH targets of every laptop, each with the runtime of its architecture installed as the panel installs it."""
     from nodes import install, probe
-    from nodes.runtime import find_bundle
 
     nodes = [target(lan, laptop) for laptop in lan.laptops]
     for node in nodes:
-        install.install_runtime(node, install_dir, find_bundle(), probe.probe(node, install_dir),
-                                lambda *a, **k: None)
+        facts = probe.probe(node, install_dir)
+        install.install_runtime(node, install_dir, install.bundle_for(facts), facts, lambda *a, **k: None)
     return nodes

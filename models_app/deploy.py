@@ -205,6 +205,7 @@ def runtime_problem(target: ssh.SSHTarget, install_dir: str, wanted: list[str], 
     runs in a thread."""
     try:
         facts = probe.probe(target, install_dir)
+        bundle = install.bundle_for(facts, bundle)  # the bundle of the laptop's architecture
         installed = install.install_runtime(target, install_dir, bundle, facts, lambda *a, **k: None)
         seen = probe.runtime_devices(target, install_dir) if installed.copied or installed.repaired else facts
         listed = [device["name"] for device in seen.get("devices", [])]

@@ -17,7 +17,7 @@ from nodes.models import (
     RpcServer,
     ServerStatus,
 )
-from nodes.runtime import RuntimeNotFound, find_bundle
+from nodes.runtime import RuntimeNotFound
 from nodes.transfer import TransferError
 
 RESTART_WAIT_S = 60  # the supervisor restarts a server within seconds; a minute means it is not running
@@ -48,13 +48,14 @@ def latest_facts(action: NodeAction, node: Node) -> dict:
 
 
 def do_install_runtime(action: NodeAction, node: Node) -> None:
+    facts = latest_facts(action, node)
     try:
-        bundle = find_bundle()
+        bundle = install.bundle_for(facts)
     except RuntimeNotFound as exc:
         raise ActionError(str(exc)) from None
     try:
-        installed = install.install_runtime(node.ssh_target(), node.install_dir, bundle,
-                                            latest_facts(action, node), action.report, replace_built=True)
+        installed = install.install_runtime(node.ssh_target(), node.install_dir, bundle, facts, action.report,
+                                            replace_built=True)
     except (install.InstallRefused, TransferError) as exc:
         raise ActionError(str(exc)) from None
     node.runtime = installed.runtime_id or bundle.sha256[:12]

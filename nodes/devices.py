@@ -151,7 +151,7 @@ def idle_gpu(node) -> str:
     if probe is None:
         return ""
     try:
-        has_vulkan = "vulkan" in find_bundle().gpu_backends
+        has_vulkan = "vulkan" in find_bundle(probe.facts.get("arch") or None).gpu_backends  # its architecture's
     except RuntimeNotFound:
         has_vulkan = False
     return gpu_unused(probe.facts, has_vulkan)

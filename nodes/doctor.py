@@ -137,6 +137,7 @@ def runtime(node: Node, facts: dict, bundle: RuntimeBundle | None) -> list[Findi
     if node.runtime.startswith("built-"):
         return [Finding(OK, "Runtime built on this laptop", "From the head's own llama.cpp source; it answered with "
                         f"the head's RPC protocol {bundle.rpc_protocol} when it was built.")]
+    bundle = install.bundle_for(facts, bundle)
     reasons = install.problems(facts, bundle.manifest)
     if reasons:
         return [Finding(ERROR, "This laptop cannot run the runtime bundle", "; ".join(reasons) + ".",

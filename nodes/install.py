@@ -3,7 +3,7 @@
 from dataclasses import dataclass
 
 from nodes import build_here, platforms, ssh
-from nodes.runtime import RuntimeBundle
+from nodes.runtime import PREBUILT, RuntimeBundle, RuntimeNotFound, find_bundle, machine
 from nodes.transfer import Report, push_verified
 
 # Every path is an argument after `--` or an option's value: none can be taken for an option.
@@ -39,13 +39,23 @@ def version(text: str | None) -> tuple[int, ...]:
     return tuple(int(part) for part in (text or "0").split(".") if part.isdigit())
 
 
+def bundle_for(facts: dict, fallback: RuntimeBundle | None = None) -> RuntimeBundle:
+    """The bundle for the laptop's architecture; where none was built, `fallback` (else the head's own), which
+    install_runtime then refuses in words, or passes over for a build of the laptop's own."""
+    try:
+        return find_bundle(facts.get("arch") or None)
+    except RuntimeNotFound:
+        return fallback or find_bundle()
+
+
 def problems(facts: dict, manifest: dict) -> list[str]:
     """Why this laptop cannot run the bundle, in plain words; empty when it can."""
     found = []
     if facts.get("os", "").lower() != manifest["os"] or facts.get("wsl") == 1:
         found.append(platforms.no_bundle_for(facts))
-    if facts.get("arch") != manifest["arch"]:
-        found.append(f"its CPU is {facts.get('arch') or 'unknown'}; the runtime is built for {manifest['arch']}")
+    if machine(facts.get("arch")) != machine(manifest["arch"]):
+        found.append(f"its CPU is {facts.get('arch') or 'unknown'}; the runtime is built for {manifest['arch']}"
+                     + other_builds(facts))
     if facts.get("glibc") and version(facts["glibc"]) < version(manifest["min_glibc"]):
         found.append(f"its glibc is {facts['glibc']}; the runtime needs {manifest['min_glibc']} or newer "
                      "(Ubuntu 22.04, Debian 12, Fedora 35 or newer)")
@@ -53,6 +63,16 @@ def problems(facts: dict, manifest: dict) -> list[str]:
         found.append(f"its libstdc++ offers GLIBCXX_{facts['glibcxx']}; the runtime needs "
                      f"GLIBCXX_{manifest['min_glibcxx']} (GCC 12's) or newer")
     return found
+
+
+def other_builds(facts: dict) -> str:
+    """For a Linux laptop of another architecture: whether the head can build a bundle for it."""
+    arch = machine(facts.get("arch"))
+    if facts.get("os", "").lower() != "linux" or not arch:
+        return ""
+    if arch in PREBUILT:
+        return f", and {PREBUILT[arch]} on the head builds the {arch} one"
+    return f", and prebuilt runtimes are for {' and '.join(PREBUILT)} laptops only"
 
 
 def runtime_path(install_dir: str, bundle: RuntimeBundle) -> str:

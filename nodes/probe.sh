@@ -18,8 +18,16 @@ if [ "$(uname -s)" = Darwin ]; then darwin_probe; exit 0; fi
 
 [ -r /etc/os-release ] && kv distro "$(. /etc/os-release; echo "$PRETTY_NAME")"
 kv glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
-libstdcxx=$( (ldconfig -p 2>/dev/null | awk '/libstdc\+\+\.so\.6 .*x86-64/ {print $NF; exit}') )
-[ -z "$libstdcxx" ] && for f in /usr/lib/x86_64-linux-gnu/libstdc++.so.6 /usr/lib64/libstdc++.so.6 /usr/lib/libstdc++.so.6; do
+# The libstdc++ of the laptop's own architecture: the loader's cache says x86-64 or AArch64 beside each entry.
+# Under qemu-user (an emulated laptop), programs find their libraries below QEMU_LD_PREFIX first.
+case "$(uname -m)" in
+  x86_64|amd64) ld_arch=x86-64 multiarch=x86_64-linux-gnu ;;
+  aarch64|arm64) ld_arch=AArch64 multiarch=aarch64-linux-gnu ;;
+  *) ld_arch="$(uname -m)" multiarch="$(uname -m)-linux-gnu" ;;
+esac
+libstdcxx=$( (ldconfig -p 2>/dev/null | awk -v a="($ld_arch" '/libstdc\+\+\.so\.6 / && index($0, a) {print $NF; exit}') )
+[ -n "$QEMU_LD_PREFIX" ] && [ -r "$QEMU_LD_PREFIX/lib/libstdc++.so.6" ] && libstdcxx="$QEMU_LD_PREFIX/lib/libstdc++.so.6"
+[ -z "$libstdcxx" ] && for f in "/usr/lib/$multiarch/libstdc++.so.6" /usr/lib64/libstdc++.so.6 /usr/lib/libstdc++.so.6; do
   [ -r "$f" ] && libstdcxx=$f && break
 done
 [ -n "$libstdcxx" ] && kv glibcxx "$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$libstdcxx" | sort -t. -k3 -n | tail -1)"

@@ -2,6 +2,7 @@
 
 import json
 import os
+import platform
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
@@ -13,6 +14,12 @@ MANIFEST_NAME = "clusterpanel-runtime.json"
 # (scripts/llama_patches/0001-devices-past-16.patch raises upstream's 16). The planner never offers more;
 # tests/jobs/test_device_limit.py checks the built library agrees.
 MAX_LAPTOPS = 64
+# One name per architecture: macOS and some distributions say arm64, Windows says AMD64.
+ARCH_NAMES = {"arm64": "aarch64", "amd64": "x86_64"}
+# Architectures with a prebuilt bundle, and what builds it on the head (scripts/build_llama.py, scripts/build_arm.py).
+PREBUILT = {"x86_64": "`make setup`", "aarch64": "`make arm`"}
+# Bundles built from one source: laptops of every architecture speak the head's RPC protocol.
+SOURCE_KEYS = ("llama_cpp_python", "llama_cpp_commit", "llama_cpp_patches", "rpc_protocol")
 
 
 class RuntimeNotFound(RuntimeError):
@@ -68,15 +75,47 @@ def cache_dir() -> Path:
     return settings.BUILD_CACHE_DIR / f"llama-cpp-python-{version}"
 
 
-def find_bundle() -> RuntimeBundle:
-    """The bundle built from the same llama-cpp-python the panel runs (RUNTIME_MANIFEST overrides)."""
+def machine(arch: str | None) -> str:
+    """The architecture's one name (aarch64 for arm64), "" when unknown."""
+    arch = (arch or "").strip().lower()
+    return ARCH_NAMES.get(arch, arch)
+
+
+def find_bundle(arch: str | None = None) -> RuntimeBundle:
+    """The bundle for laptops of `arch` (the head's own by default) built from the same llama-cpp-python the panel
+    runs: of the newest build, the one with a GPU backend where both are there (RUNTIME_MANIFEST overrides)."""
     if os.environ.get("RUNTIME_MANIFEST"):
         return RuntimeBundle.from_manifest(Path(os.environ["RUNTIME_MANIFEST"]))
     cache = cache_dir()
-    found = sorted(cache.glob(f"runtime-*/{MANIFEST_NAME}"), key=lambda p: p.stat().st_mtime)
-    if not found:
-        version = cache.name.rpartition("-")[2]
+    version = cache.name.rpartition("-")[2]
+    head = newest(cache, machine(platform.machine()))
+    if head is None:
         raise RuntimeNotFound(
             f"No runtime bundle for llama-cpp-python {version} in {settings.BUILD_CACHE_DIR}: run `make setup`."
         )
-    return RuntimeBundle.from_manifest(found[-1])
+    wanted = machine(arch) or machine(platform.machine())
+    found = head if wanted == machine(platform.machine()) else newest(cache, wanted, like=head[1])
+    if found is None:
+        builds = f"{PREBUILT[wanted]} on the head builds one" if wanted in PREBUILT else (
+            f"prebuilt ones are for {' and '.join(PREBUILT)} laptops only")
+        raise RuntimeNotFound(f"No runtime bundle for {wanted or 'this'} laptops from llama-cpp-python {version}: "
+                              f"{builds}.")
+    return RuntimeBundle.from_manifest(found[0])
+
+
+def newest(cache: Path, arch: str, like: dict | None = None) -> tuple[Path, dict] | None:
+    """The manifest of the newest bundle for `arch` (built from the source of `like`, if given), preferring among
+    those of its source one with GPU backends; and what it says."""
+    found = []
+    for path in sorted(cache.glob(f"runtime-*/{MANIFEST_NAME}"), key=lambda p: p.stat().st_mtime):
+        manifest = json.loads(path.read_text())
+        if machine(manifest.get("arch")) == arch and (like is None or same_source(manifest, like)):
+            found.append((path, manifest))
+    if not found:
+        return None
+    latest = [entry for entry in found if same_source(entry[1], found[-1][1])]
+    return next((entry for entry in reversed(latest) if entry[1].get("gpu_backends")), latest[-1])
+
+
+def same_source(one: dict, other: dict) -> bool:
+    return all(one.get(key) == other.get(key) for key in SOURCE_KEYS)

@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from nodes.simarm import forget_binfmt
 from nodes.simcpu import give_one_core, hold_to
 from nodes.simproc import is_running, kill_pids, pids_of_uid  # noqa: F401  (is_running: for the tests)
 
@@ -345,6 +346,7 @@ class SimLan:
             self.kill_pids([int(p) for p in (group / "cgroup.procs").read_text().split()])
             group.rmdir()
             removed.append(f"cgroup {group}")
+        removed += forget_binfmt(self.name)  # an ARM laptop's (nodes/simarm.py)
         if self.state_dir.exists():
             shutil.rmtree(self.state_dir)
         if self.state_dir.parent.name.startswith("clusterpanel-simlan-"):

@@ -188,8 +188,13 @@ def add_libraries(python_wheel: Path, built: Path, final: Path) -> Path:
     return final
 
 
-def system_lib(name: str, binary: Path) -> Path | None:
-    """Where the dynamic linker finds `name` for `binary` on this machine."""
+def system_lib(name: str, binary: Path, cross: str = "") -> Path | None:
+    """Where the dynamic linker finds `name` for `binary` on this machine; for a cross build (`cross`: the tools'
+    prefix, aarch64-linux-gnu-), where the cross compiler keeps it (ldd cannot read another architecture)."""
+    if cross:
+        found = subprocess.run([f"{cross}gcc", f"-print-file-name={name}.1"], capture_output=True, text=True)
+        path = Path(found.stdout.strip())
+        return path if path.is_absolute() and path.exists() else None
     output = subprocess.run(["ldd", str(binary)], capture_output=True, text=True).stdout
     for line in output.splitlines():
         parts = line.split()
@@ -198,17 +203,20 @@ def system_lib(name: str, binary: Path) -> Path | None:
     return None
 
 
-def newest_needed(files: list[Path], prefix: str) -> str:
+def newest_needed(files: list[Path], prefix: str, cross: str = "") -> str:
     """The newest symbol version named `prefix`x.y that any of `files` asks for (e.g. GLIBC_2.34)."""
     needed = [(0,)]
     for path in files:
-        output = subprocess.run(["objdump", "-T", str(path)], capture_output=True, text=True).stdout
+        output = subprocess.run([f"{cross}objdump", "-T", str(path)], capture_output=True, text=True).stdout
         for match in re.finditer(rf"\({prefix}(\d+(?:\.\d+)+)\)", output):
             needed.append(tuple(int(x) for x in match.group(1).split(".")))
     return ".".join(str(x) for x in max(needed))
 
 
-def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path:
+def bundle_runtime(source: Path, built: Path, cache: Path, version: str, arch: str = platform.machine(),
+                   cpu_variants: list[str] = CPU_VARIANTS, cross: str = "", final: Path | None = None) -> Path:
+    """The bundle in `final` (the host's runtime folder unless given); its manifest. A cross build (scripts/
+    build_arm.py) names its architecture, its CPU variants and its tools' prefix."""
     staging = Path(tempfile.mkdtemp(prefix="runtime-", dir=cache))
     bin_dir = staging / BUNDLE_NAME / "bin"
     bin_dir.mkdir(parents=True)
@@ -218,12 +226,12 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
         if lib.is_symlink() or lib.name.startswith(HEAD_ONLY_LIBS):
             continue
         shutil.copy2(lib, bin_dir / lib.name)
-        soname = re.match(r"(lib[\w-]+\.so(?:\.\d+)?)", lib.name).group(1)
+        soname = re.match(r"(lib[\w.-]+?\.so(?:\.\d+)?)", lib.name).group(1)  # armv8.2_1: dots
         for alias in {soname, re.sub(r"\.so.*", ".so", lib.name)} - {lib.name}:
             (bin_dir / alias).symlink_to(lib.name)
     for name in BUNDLED_SYSTEM_LIBS:
         for user in [server, *built.glob("libggml*.so")]:
-            found = system_lib(name, user)
+            found = system_lib(name, user, cross)
             if found:
                 shutil.copy2(found.resolve(), bin_dir / found.name)
                 break
@@ -236,16 +244,16 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
         "rpc_protocol": sources.rpc_protocol(tree),
         "llama_cpp_patches": [patch.name for patch in sources.patches()],
         "os": "linux",
-        "arch": platform.machine(),
-        "min_glibc": newest_needed(files, "GLIBC_"),
-        "min_glibcxx": newest_needed(files, "GLIBCXX_"),
-        "cpu_variants": CPU_VARIANTS,
+        "arch": arch,
+        "min_glibc": newest_needed(files, "GLIBC_", cross),
+        "min_glibcxx": newest_needed(files, "GLIBCXX_", cross),
+        "cpu_variants": cpu_variants,
         "binary": "bin/ggml-rpc-server",
         "built_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "files": {f"bin/{p.name}": sources.sha256_of(p) for p in files},
     }
     (staging / BUNDLE_NAME / "manifest.json").write_text(json.dumps(manifest, indent=2))
-    tarball = staging / f"{BUNDLE_NAME}-{version}-linux-{platform.machine()}.tar.gz"
+    tarball = staging / f"{BUNDLE_NAME}-{version}-linux-{arch}.tar.gz"
     with tarfile.open(tarball, "w:gz") as archive:
         archive.add(staging / BUNDLE_NAME, arcname=BUNDLE_NAME)
     manifest["tarball"] = tarball.name
@@ -253,7 +261,7 @@ def bundle_runtime(source: Path, built: Path, cache: Path, version: str) -> Path
     manifest["size"] = tarball.stat().st_size
     (staging / f"{BUNDLE_NAME}.json").write_text(json.dumps(manifest, indent=2))
     shutil.rmtree(staging / BUNDLE_NAME)
-    final = runtime_dir(cache)
+    final = final or runtime_dir(cache)
     staging.rename(final)
     return final / f"{BUNDLE_NAME}.json"
 

@@ -3,12 +3,15 @@
 # llama.cpp RPC builds (cached in ~/.cache/clusterpanel) and Python packages.
 #   scripts/setup.sh          what `make run` needs
 #   scripts/setup.sh --test   also what the tests need (browser, test packages)
+#   scripts/setup.sh --vulkan  also the laptops' Vulkan backend
+#   scripts/setup.sh --arm     also the laptops' runtime for 64-bit ARM (cross-compiled)
 set -Eeuo pipefail
 
 cd "$(dirname "$0")/.."
-WITH_TESTS=0 WITH_VULKAN=0
-if [[ "${1:-}" == "--test" ]]; then WITH_TESTS=1 WITH_VULKAN=1; fi
+WITH_TESTS=0 WITH_VULKAN=0 WITH_ARM=0
+if [[ "${1:-}" == "--test" ]]; then WITH_TESTS=1 WITH_VULKAN=1 WITH_ARM=1; fi
 if [[ "${1:-}" == "--vulkan" ]]; then WITH_VULKAN=1; fi
+if [[ "${1:-}" == "--arm" ]]; then WITH_ARM=1; fi
 PYTHON="${PYTHON:-python3}"
 VENV=".venv"
 
@@ -29,7 +32,10 @@ declare -A PROVIDES=(
   [unshare]=util-linux
 )
 declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl
-  [curl]=curl [jq]=jq)  # curl and jq: scripts/upload-model, which a test runs
+  [curl]=curl [jq]=jq  # curl and jq: scripts/upload-model, which a test runs
+  [qemu-aarch64-static]=qemu-user-static)  # the tests' ARM laptop (nodes/simarm.py)
+# The laptops' runtime for 64-bit ARM (scripts/build_arm.py): Debian's cross compiler, with arm64's libgomp.
+declare -A ARM_PROVIDES=([aarch64-linux-gnu-gcc]=gcc-aarch64-linux-gnu [aarch64-linux-gnu-g++]=g++-aarch64-linux-gnu)
 
 # The laptops' Vulkan backend (scripts/build_vulkan.py): file → package; the tests' GPU laptop uses Mesa's
 # software Vulkan driver (lavapipe).
@@ -70,6 +76,7 @@ install_system_packages() {
     missing_packages PROVIDES
     if [[ $WITH_TESTS == 1 ]]; then missing_packages TEST_PROVIDES; missing_files LAVAPIPE_PROVIDES; fi
     if [[ $WITH_VULKAN == 1 ]]; then missing_files VULKAN_PROVIDES; fi
+    if [[ $WITH_ARM == 1 ]]; then missing_packages ARM_PROVIDES; fi
   } | sort -u | tr '\n' ' ')
   [[ -z "${packages// }" ]] && return 0
   step "Installing system packages: $packages"
@@ -175,6 +182,10 @@ finish_python_packages "$WHEEL"
 if [[ $WITH_VULKAN == 1 ]]; then
   step "Adding llama.cpp's Vulkan backend to the laptops' runtime (cached after the first time)"
   "$VENV/bin/python" scripts/build_llama.py --vulkan --print runtime >/dev/null || exit 1
+fi
+if [[ $WITH_ARM == 1 ]]; then
+  step "Cross-compiling the laptops' runtime for 64-bit ARM (cached after the first time)"
+  "$VENV/bin/python" scripts/build_arm.py >/dev/null || exit 1
 fi
 step "Trying llama.cpp's CPU kernels on this machine (once per CPU and build)"
 "$VENV/bin/python" manage.py cpucheck || fail "llama.cpp cannot run on this machine's CPU (see above)"
