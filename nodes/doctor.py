@@ -36,10 +36,24 @@ def ssh_access(node: Node) -> Finding:
 
 def cpu_features(facts: dict) -> Finding:
     flags = facts.get("cpu_flags", [])
+    if facts.get("arch") in ("aarch64", "arm64"):
+        return arm_features(facts, flags)
     if "avx2" in flags:
         extra = " and AVX-512" if "avx512f" in flags else ""
         return Finding(OK, f"CPU has AVX2{extra}", facts.get("cpu_model", "") + amx_note(flags))
     return Finding(WARN, "No AVX2 on this CPU", f"{facts.get('cpu_model', '')}: matrix maths runs 3-8x slower.",
+                   "Give this laptop fewer layers (the planner does when its speed is measured), or leave it out.")
+
+
+def arm_features(facts: dict, flags: list[str]) -> Finding:
+    """llama.cpp's quantized matrix maths on ARM wants the dot-product instructions (ARMv8.2: a Raspberry Pi 5,
+    any Apple silicon); a Pi 4's Cortex-A72 lacks them."""
+    model = facts.get("cpu_model", "") or facts.get("arch", "")
+    if "asimddp" in flags:
+        extra = "".join(f" and {name}" for flag, name in (("i8mm", "int8 matrix"), ("sve", "SVE")) if flag in flags)
+        return Finding(OK, f"CPU has NEON with dot product{extra}", model)
+    return Finding(WARN, "No dot-product instructions (ARMv8.2) on this CPU",
+                   f"{model}: matrix maths runs 2-4x slower than on a Raspberry Pi 5's or a Mac's cores.",
                    "Give this laptop fewer layers (the planner does when its speed is measured), or leave it out.")
 
 

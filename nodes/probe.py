@@ -7,7 +7,9 @@ from nodes import devices, netcheck, platforms, power, ssh
 
 SCRIPT = platforms.DARWIN + (Path(__file__).parent / "probe.sh").read_text()
 INTERESTING_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
-                     "avx512_vbmi", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8")
+                     "avx512_vbmi", "avx512_bf16", "avx_vnni", "amx_tile", "amx_int8",
+                     # ARM, as Linux names them: NEON, dot product (ARMv8.2), int8 and bf16 matrix, SVE
+                     "asimd", "asimddp", "asimdhp", "fphp", "i8mm", "bf16", "sve", "sve2")
 NO_LIMIT = 2**62  # cgroup v1 writes a huge number for "unlimited"
 
 

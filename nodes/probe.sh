@@ -32,10 +32,14 @@ libstdcxx=$( (ldconfig -p 2>/dev/null | awk -v a="($ld_arch" '/libstdc\+\+\.so\.
 done
 [ -n "$libstdcxx" ] && kv glibcxx "$(grep -ao 'GLIBCXX_3\.4\.[0-9]*' "$libstdcxx" | sort -t. -k3 -n | tail -1)"
 
-kv cpu_model "$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)"
+# ARM's /proc/cpuinfo has no "model name" (lscpu names the core) and says "Features" where x86 says "flags".
+model=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+[ -z "$model" ] && model=$(lscpu 2>/dev/null | awk -F': *' '/^Model name/ {print $2; exit}')
+[ -z "$model" ] && [ -r /proc/device-tree/model ] && model=$(tr -d '\0' < /proc/device-tree/model)
+kv cpu_model "$model"
 kv logical_cores "$(grep -c '^processor' /proc/cpuinfo)"
 kv physical_cores "$(awk -F': ' '/^physical id/ {p=$2} /^core id/ {print p ":" $2}' /proc/cpuinfo | sort -u | wc -l)"
-kv cpu_flags "$(awk -F': ' '/^flags/ {print $2; exit}' /proc/cpuinfo)"
+kv cpu_flags "$(awk -F': ' '/^(flags|Features)/ {print $2; exit}' /proc/cpuinfo)"
 kv cpu_mhz "$(awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "%.0f", s / n}' /proc/cpuinfo)"
 awk '/^(MemTotal|MemAvailable|SwapTotal|SwapFree):/ {sub(":", "", $1); print "meminfo_" $1 "=" $2}' /proc/meminfo
 
@@ -108,6 +112,8 @@ else
   kv vulkan_loader 0
 fi
 limited() { if command -v timeout >/dev/null 2>&1; then timeout 10 "$@"; else "$@"; fi; }  # a hung driver
+# WSL2 keeps the Windows driver's nvidia-smi in /usr/lib/wsl/lib, on a login's PATH but not on an SSH command's.
+[ -d /usr/lib/wsl/lib ] && PATH="$PATH:/usr/lib/wsl/lib"
 command -v nvidia-smi >/dev/null 2>&1 && \
   kv nvidia_gpus "$(limited nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null \
     | tr '\n' ';')"

@@ -33,6 +33,7 @@ record ninja ninja --version
 record make make --version
 record nvcc nvcc --version
 record nvcc_path which_of nvcc
+[ -d /usr/lib/wsl/lib ] && PATH="$PATH:/usr/lib/wsl/lib"  # WSL2: the Windows driver's nvidia-smi
 if command -v nvidia-smi >/dev/null; then
   record nvidia_smi limited nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap --format=csv,noheader ||
   record nvidia_smi limited nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader

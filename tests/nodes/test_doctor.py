@@ -94,3 +94,21 @@ def test_it_warns_about_nonsense_from_the_battery_a_cgroup_limit_and_a_laptop_it
     assert by_title(findings, "CPU held to 0.5 cores by a cgroup")[0].level == WARN
     asleep = by_title(findings, "cannot keep the laptop awake")[0]
     assert asleep.level == WARN and "logind" in asleep.fix and "Failed to connect to bus" in asleep.detail
+
+
+# /proc/cpuinfo's "Features" of a Raspberry Pi 5 (Cortex-A76) and of a Pi 4 (Cortex-A72), as Linux prints them.
+PI5_FEATURES = "fp asimd evtstrm aes pmull sha1 sha2 crc32 atomics fphp asimdhp cpuid asimdrdm lrcpc dcpop asimddp"
+PI4_FEATURES = "fp asimd evtstrm crc32 cpuid"
+
+
+def test_an_arm_laptop_is_judged_by_arm_features_not_by_avx2():
+    from nodes.doctor import cpu_features
+    from nodes.probe import parse
+
+    pi5 = parse({"arch": "aarch64", "cpu_model": "Cortex-A76", "cpu_flags": PI5_FEATURES})
+    assert pi5["cpu_flags"] == ["asimd", "asimddp", "asimdhp", "fphp"]
+    assert (cpu_features(pi5).level, cpu_features(pi5).title) == (OK, "CPU has NEON with dot product")
+    pi4 = cpu_features(parse({"arch": "aarch64", "cpu_model": "Cortex-A72", "cpu_flags": PI4_FEATURES}))
+    assert pi4.level == WARN and pi4.title == "No dot-product instructions (ARMv8.2) on this CPU" and pi4.fix
+    mac = cpu_features({"arch": "arm64", "cpu_model": "Apple M2", "cpu_flags": ["asimd", "asimddp", "i8mm", "bf16"]})
+    assert (mac.level, mac.title) == (OK, "CPU has NEON with dot product and int8 matrix")
