@@ -34,14 +34,15 @@ BUFFER_SIZE = re.compile(r"(?m)^\w+: +(\S+?)(?:_Mapped)? +(model|KV|compute|outp
 def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | None = None,
              n_gpu_layers: int = 999, tensor_split: tuple[int, ...] = (), ctx: int = 512,
              timeout: float = 300, while_loaded: Callable[[int], dict] | None = None,
-             fill_context: bool = False, chat: list[dict] | None = None, slots: int = 1) -> dict:
+             fill_context: bool = False, chat: list[dict] | None = None, slots: int = 1, repack: bool = True) -> dict:
     """Run the completion; `while_loaded(pid)` is called after it while the model is still loaded
     (to measure memory), and what it returns is kept under "measured". `fill_context` repeats the
     prompt's tokens until the context is full: the most memory a request can make llama.cpp touch.
     `chat`: messages to answer with the model's chat template instead of `prompt`. The answer has
     "pieces", the text of each generated token. `slots`: the context is made as a deployment's engine makes
     it, for that many sequences of `ctx` tokens each (llama.cpp clears every sequence's KV cache when it makes
-    the context, so all of it is resident from the start; `fill_context` fills the first)."""
+    the context, so all of it is resident from the start; `fill_context` fills the first). `repack` False: the
+    head's weights stay as the file has them, the arithmetic of the laptops' rpc-servers, which never repack."""
     # "--option=value": a prompt that begins with "-" is still the prompt, not an option.
     argv = [sys.executable, "-m", "jobs.engine.oneshot", f"--prompt={prompt}", "--max-tokens", str(max_tokens),
             "--n-gpu-layers", str(n_gpu_layers), "--ctx", str(ctx)]
@@ -52,6 +53,7 @@ def complete(endpoints: list[str], prompt: str, max_tokens: int, model: Path | N
     argv += ["--fill-context"] if fill_context else []
     argv += [f"--chat={json.dumps(chat)}"] if chat else []
     argv += ["--slots", str(slots)] if slots > 1 else []
+    argv += [] if repack else ["--no-repack"]
     process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, cwd=Path(__file__).resolve().parents[2])
     errors: list[str] = []
@@ -121,6 +123,7 @@ def main() -> None:
     parser.add_argument("--fill-context", action="store_true", help="repeat the prompt until the context is full")
     parser.add_argument("--chat", help="messages (JSON) to answer with the model's chat template")
     parser.add_argument("--slots", type=int, default=1, help="sequences of --ctx tokens each, as the engine has")
+    parser.add_argument("--no-repack", action="store_true", help="no weights repacked for this CPU")
     args = parser.parse_args()
 
     from jobs.engine import llamacpp
@@ -132,7 +135,8 @@ def main() -> None:
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
     before = rss_bytes()
-    with cpucheck.loading(), sequences(args.slots):
+    kernels = llamacpp.model_params(extra_buffers=False) if args.no_repack else cpucheck.loading()
+    with kernels, sequences(args.slots):
         llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx * args.slots, seed=1,
                     verbose=True, n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)
     prompt = args.prompt

@@ -69,9 +69,12 @@ def verify(deployment: Deployment, user=None, within: float = 600) -> dict:
         return save(deployment, {**report, "result": "no reference",
                                  "detail": f"the model needs about {need / 2**30:.1f} GiB on the head alone, more "
                                            "than it has free; the distributed answer is shown unchecked."})
+    # llama.cpp repacks some types (Q4_0 on AVX2) for the head's CPU, and those kernels round apart from the
+    # laptops' rpc-servers, which never repack: unless the head holds layers itself, the reference does not either.
+    head_layers = any(s.get("machine") == "head" and s.get("count") for s in deployment.plan.get("stages", []))
     try:
         reference = oneshot.complete([], "", TOKENS, model=deployment.model.path, ctx=deployment.ctx, chat=PROMPT,
-                                     timeout=within)["pieces"]
+                                     timeout=within, repack=head_layers)["pieces"]
     except LlamaCppError as exc:
         return save(deployment, {**report, "result": "no reference", "detail": f"the head-only run failed: {exc}"})
     return save(deployment, {**report, **compare(distributed, reference)})
