@@ -53,7 +53,11 @@ def problems(facts: dict, manifest: dict) -> list[str]:
     found = []
     if facts.get("os", "").lower() != manifest["os"] or facts.get("wsl") == 1:
         found.append(platforms.no_bundle_for(facts))
-    if machine(facts.get("arch")) != machine(manifest["arch"]):
+    if facts.get("userland_bits") == 32:
+        found.append(f"its system is 32-bit on an {facts.get('arch') or 'unknown'} kernel (as Raspberry Pi OS "
+                     "32-bit is); the prebuilt runtimes are 64-bit: install the 64-bit system, or build the runtime "
+                     "here")
+    elif machine(facts.get("arch")) != machine(manifest["arch"]):
         found.append(f"its CPU is {facts.get('arch') or 'unknown'}; the runtime is built for {manifest['arch']}"
                      + other_builds(facts))
     if facts.get("glibc") and version(facts["glibc"]) < version(manifest["min_glibc"]):

@@ -164,7 +164,7 @@ def facts(raw: dict) -> dict:
 
 def _int(value: str | None) -> int | None:
     value = (value or "").strip()
-    return int(value) if value.isdigit() else None
+    return int(value) if value.isascii() and value.isdecimal() else None
 
 
 def windows_login(output: str, exit_status: int | None = None, os_name: str = "") -> bool:

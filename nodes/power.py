@@ -28,7 +28,7 @@ def percent_from(raw: str) -> tuple[int | None, str]:
     text = raw.strip()
     if not text:
         return None, "the battery does not report its charge"
-    if not text.lstrip("-").isdigit() or not 0 <= int(text) <= 100:
+    if not (text.isascii() and text.lstrip("-").isdecimal()) or not 0 <= int(text) <= 100:
         return None, f"the battery's charge reads {text[:20]!r}, not a percent from 0 to 100"
     return int(text), ""
 
@@ -66,7 +66,7 @@ def throttled_share(before: tuple[int, int] | None, after: tuple[int, int] | Non
 def periods_share(stat: str) -> float | None:
     """From a probe's "<periods> <throttled periods>": the share of the cgroup's busy periods it was held back."""
     parts = stat.split()
-    if len(parts) < 2 or not all(part.isdigit() for part in parts[:2]) or int(parts[0]) == 0:
+    if len(parts) < 2 or not all(part.isascii() and part.isdecimal() for part in parts[:2]) or int(parts[0]) == 0:
         return None
     return round(min(int(parts[1]) / int(parts[0]), 1.0), 2)
 
@@ -74,7 +74,7 @@ def periods_share(stat: str) -> float | None:
 def quota_cores(raw: str) -> float | None:
     """"<quota µs> <period µs>" (v1) or "<quota|max> <period>" (v2): the cores a cgroup allows, None unlimited."""
     parts = raw.split()
-    if len(parts) != 2 or not all(part.isdigit() for part in parts) or int(parts[1]) == 0:
+    if len(parts) != 2 or not all(part.isascii() and part.isdecimal() for part in parts) or int(parts[1]) == 0:
         return None
     return round(int(parts[0]) / int(parts[1]), 2)
 

@@ -44,15 +44,15 @@ def runtime_devices(target: ssh.SSHTarget, install_dir: str) -> dict:
 def clock_offset(remote: str, local: float) -> float | None:
     """Seconds the laptop's clock is ahead of the panel's (macOS's date has no %N: whole seconds)."""
     seconds, _, fraction = remote.partition(".")
-    if not seconds.isdigit():
+    if not (seconds.isascii() and seconds.isdecimal()):
         return None
-    remote_time = float(f"{seconds}.{fraction}") if fraction.isdigit() else float(seconds)
+    remote_time = float(f"{seconds}.{fraction}") if fraction.isascii() and fraction.isdecimal() else float(seconds)
     return round(remote_time - local, 3)
 
 
 def _int(raw: dict, key: str, scale: int = 1) -> int | None:
     value = raw.get(key, "").strip()
-    return int(value) * scale if value.lstrip("-").isdigit() else None
+    return int(value) * scale if value.isascii() and value.lstrip("-").isdecimal() else None
 
 
 def parse(raw: dict) -> dict:
@@ -69,6 +69,7 @@ def parse(raw: dict) -> dict:
         "os": raw.get("os", ""), "kernel": raw.get("kernel", ""), "arch": raw.get("arch", ""),
         "distro": raw.get("distro", ""), "hostname": raw.get("hostname", ""),
         "glibc": raw.get("glibc", ""), "glibcxx": raw.get("glibcxx", "").removeprefix("GLIBCXX_"),
+        "userland_bits": _int(raw, "userland_bits"),
         "cpu_model": raw.get("cpu_model", ""),
         "physical_cores": _int(raw, "physical_cores"), "logical_cores": _int(raw, "logical_cores"),
         "cpu_flags": [flag for flag in INTERESTING_FLAGS if flag in flags],

@@ -18,14 +18,16 @@ if [ "$(uname -s)" = Darwin ]; then darwin_probe; exit 0; fi
 
 [ -r /etc/os-release ] && kv distro "$(. /etc/os-release; echo "$PRETTY_NAME")"
 kv glibc "$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')"
-# The libstdc++ of the laptop's own architecture: the loader's cache says x86-64 or AArch64 beside each entry.
+# The userland's word size: a 64-bit kernel may run a 32-bit system (Raspberry Pi OS 32-bit says aarch64).
+kv userland_bits "$(getconf LONG_BIT 2>/dev/null)"
+# The libstdc++ of the laptop's own architecture: the loader's cache says "(libc6,x86-64)" or "(libc6,AArch64)".
 # Under qemu-user (an emulated laptop), programs find their libraries below QEMU_LD_PREFIX first.
 case "$(uname -m)" in
   x86_64|amd64) ld_arch=x86-64 multiarch=x86_64-linux-gnu ;;
   aarch64|arm64) ld_arch=AArch64 multiarch=aarch64-linux-gnu ;;
   *) ld_arch="$(uname -m)" multiarch="$(uname -m)-linux-gnu" ;;
 esac
-libstdcxx=$( (ldconfig -p 2>/dev/null | awk -v a="($ld_arch" '/libstdc\+\+\.so\.6 / && index($0, a) {print $NF; exit}') )
+libstdcxx=$( (ldconfig -p 2>/dev/null | awk -v a=",$ld_arch)" '/libstdc\+\+\.so\.6 / && index($0, a) {print $NF; exit}') )
 [ -n "$QEMU_LD_PREFIX" ] && [ -r "$QEMU_LD_PREFIX/lib/libstdc++.so.6" ] && libstdcxx="$QEMU_LD_PREFIX/lib/libstdc++.so.6"
 [ -z "$libstdcxx" ] && for f in "/usr/lib/$multiarch/libstdc++.so.6" /usr/lib64/libstdc++.so.6 /usr/lib/libstdc++.so.6; do
   [ -r "$f" ] && libstdcxx=$f && break
@@ -52,7 +54,7 @@ group=$(awk -F: '$2 ~ /(^|,)memory(,|$)/ {print $3}' /proc/self/cgroup)
 
 # Windows through WSL2: its kernel says so (uname -r, /proc/version); its RAM is the WSL2 virtual machine's.
 kv proc_version "$(cat /proc/version 2>/dev/null)"
-[ -e /proc/sys/fs/binfmt_misc/WSLInterop ] && kv wsl_interop 1
+for entry in /proc/sys/fs/binfmt_misc/WSLInterop*; do [ -e "$entry" ] && kv wsl_interop 1 && break; done
 
 source=$(df -P "$dir" 2>/dev/null | awk 'NR==2 {print $1}')
 block=$(basename "$(readlink -f "$source" 2>/dev/null)")
@@ -78,6 +80,7 @@ fi
 
 for supply in /sys/class/power_supply/*; do
   [ -r "$supply/type" ] || continue
+  [ "$(cat "$supply/scope" 2>/dev/null)" = Device ] && continue  # a wireless mouse's or keyboard's own battery
   case "$(cat "$supply/type")" in
     Mains) kv on_ac "$(cat "$supply/online" 2>/dev/null)" ;;
     Battery) kv battery 1; kv battery_percent "$(head -n 1 "$supply/capacity" 2>/dev/null | cut -c 1-40)"

@@ -99,9 +99,10 @@ class Findings:
         return sentence[:1].upper() + sentence[1:]
 
 
-def find(where: list[str], user=None) -> Findings:
-    """Ask every address in `where` for its host key, and move each laptop found at a new one."""
-    findings, nodes = Findings(), list(Node.objects.all())
+def find(where: list[str], user=None, findings: Findings | None = None) -> Findings:
+    """Ask every address in `where` for its host key, and move each laptop found at a new one (each move is
+    written to `findings` as it is made, so a scan that fails later still says what it moved)."""
+    findings, nodes = findings or Findings(), list(Node.objects.all())
     for port, kind in sorted({(node.port, key_kind(node)) for node in nodes}):
         keys = keys_at(where, port, kind)
         findings.answered = max(findings.answered, len(keys))
@@ -183,12 +184,16 @@ def run(scan_id: int) -> None:
     if not LanScan.objects.filter(pk=scan_id, status=ActionStatus.QUEUED).update(status=ActionStatus.RUNNING):
         return
     scan = LanScan.objects.get(pk=scan_id)
+    findings = Findings()
     try:
         where = addresses(scan.addresses, scan.public)
-        findings = find(where, scan.requested_by)
-        scan.status, scan.summary, scan.moved = ActionStatus.SUCCEEDED, findings.summary(len(where)), findings.moved
+        find(where, scan.requested_by, findings)
+        scan.status, scan.summary = ActionStatus.SUCCEEDED, findings.summary(len(where))
     except Exception as exc:  # whatever it was, the scan must not stay running
         log.exception("%s failed", scan)
-        scan.status, scan.error = ActionStatus.FAILED, f"The scan failed: {exc}"
+        done = "; ".join(f"{m['name']} to {m['host']} (was {m['was']})" for m in findings.moved)
+        scan.status, scan.error = ActionStatus.FAILED, f"The scan failed: {str(exc).rstrip('.')}." + (
+            f" Before that it moved {done}." if done else "")
+    scan.moved = findings.moved
     scan.finished = timezone.now()
     scan.save(update_fields=["status", "summary", "moved", "error", "finished"])

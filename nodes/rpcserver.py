@@ -30,13 +30,15 @@ if [ -n "$gpu" ] && [ -f "$gpu" ]; then export GGML_BACKEND_PATH="$gpu"; fi
 # stderr: stdout's last words stay the pid. $keep is left unquoted to split into its words.
 keep=
 if command -v systemd-inhibit >/dev/null 2>&1; then
-  if said=$(systemd-inhibit --what=sleep:idle --who=clusterpanel --why=check --mode=block true 2>&1); then
+  # A hung logind would hold the trial for sd-bus's 25 s, past the panel's wait for START: 5 s, then asleep.
+  if command -v timeout >/dev/null 2>&1; then trial="timeout 5"; else trial=; fi
+  if said=$($trial systemd-inhibit --what=sleep:idle --who=clusterpanel --why=check --mode=block true 2>&1); then
     keep="systemd-inhibit --what=sleep:idle --who=clusterpanel --why=serving-model-layers --mode=block"
     echo "awake by systemd-inhibit" >&2
   else
     echo "asleep: systemd-inhibit refused ($(echo "$said" | head -n 1 | cut -c 1-120))" >&2
   fi
-elif command -v caffeinate >/dev/null 2>&1; then
+elif [ "$(uname -s)" = Darwin ] && command -v caffeinate >/dev/null 2>&1; then  # not Linux's caffeine-ng
   keep="caffeinate -i -s"; echo "awake by caffeinate" >&2
 else
   echo "asleep: neither systemd-inhibit nor caffeinate is on the laptop" >&2

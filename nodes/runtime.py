@@ -108,13 +108,25 @@ def newest(cache: Path, arch: str, like: dict | None = None) -> tuple[Path, dict
     those of its source one with GPU backends; and what it says."""
     found = []
     for path in sorted(cache.glob(f"runtime-*/{MANIFEST_NAME}"), key=lambda p: p.stat().st_mtime):
-        manifest = json.loads(path.read_text())
+        try:
+            manifest = json.loads(path.read_text())
+        except (OSError, ValueError):  # a leftover half written or removed meanwhile: not a bundle
+            continue
         if machine(manifest.get("arch")) == arch and (like is None or same_source(manifest, like)):
             found.append((path, manifest))
     if not found:
         return None
     latest = [entry for entry in found if same_source(entry[1], found[-1][1])]
-    return next((entry for entry in reversed(latest) if entry[1].get("gpu_backends")), latest[-1])
+    plain = next((entry for entry in reversed(latest) if not entry[1].get("gpu_backends")), latest[-1])
+    # A GPU bundle is the plain one with its backend added: one made from an older plain build (other build
+    # flags, same source) must not win over the newer plain build.
+    return next((entry for entry in reversed(latest) if entry[1].get("gpu_backends") and extends(entry[1], plain[1])),
+                plain)
+
+
+def extends(gpu: dict, plain: dict) -> bool:
+    files = gpu.get("files") or {}
+    return all(files.get(name) == digest for name, digest in (plain.get("files") or {}).items())
 
 
 def same_source(one: dict, other: dict) -> bool:

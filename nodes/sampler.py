@@ -37,11 +37,14 @@ while :; do
   t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1); [ -n "$t" ] && echo "Temp $t"
   awk '$1 == "throttled_time" {printf "Thr %.0f\n", $2} $1 == "throttled_usec" {printf "Thr %.0f\n", $2 * 1000}' \
     "$cpustat" 2>/dev/null
-  printf 'Freq %s %s\n' "$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null \
-    | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')" \
-    "$(cat /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq 2>/dev/null)"
+  # "-" for what the laptop does not say; the top of its fastest core, as the probe takes (big.LITTLE boards).
+  now=$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null \
+    | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')
+  top=$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null | sort -n | tail -1)
+  printf 'Freq %s %s\n' "${now:--}" "${top:--}"
   cap= status= ac= found=
   for supply in /sys/class/power_supply/*; do
+    [ "$(cat "$supply/scope" 2>/dev/null)" = Device ] && continue  # a wireless mouse's own battery
     case "$(cat "$supply/type" 2>/dev/null)" in
       Battery) found=1; cap=$(head -n 1 "$supply/capacity" 2>/dev/null | cut -c 1-20)
                status=$(head -n 1 "$supply/status" 2>/dev/null | cut -c 1-20) ;;
@@ -100,7 +103,8 @@ def read_line(reading: Reading, parts: list[str]) -> None:
     elif key == "Thr":
         reading.throttled_ns = int(parts[1])
     elif key == "Freq":
-        reading.khz = (int(parts[1]), int(parts[2]) if len(parts) > 2 else None)
+        now, top = (parts[1:] + ["-", "-"])[:2]
+        reading.khz = (int(now) if now != "-" else None, int(top) if top != "-" else None)
     elif key == "Bat":
         capacity, status, on_ac = (" ".join(parts[1:]).split("|") + ["", ""])[:3]
         reading.battery = (capacity, status, on_ac)

@@ -31,19 +31,24 @@ def in_laptop_mounts(lan: SimLan, i: int, *argv: str, check: bool = True):
 
 
 def set_battery(lan: SimLan, i: int, capacity: str | None = "43", status: str | None = "Discharging",
-                on_ac: str | None = "0") -> None:
+                on_ac: str | None = "0", mouse: bool = False) -> None:
     """Give laptop `i` a battery (BAT0) and a mains supply (AC), as sysfs shows them; None leaves a file out (a
-    driver that does not report it). Called again, it changes what the files say, at once."""
+    driver that does not report it). Called again, it changes what the files say, at once. `mouse`: a wireless
+    mouse's battery too, listed after BAT0 as Logitech's driver names it (scope Device: not the laptop's)."""
     folder = supplies(lan, i)
     battery, mains = folder / "BAT0", folder / "AC"
-    for path, values in ((battery, {"type": "Battery", "capacity": capacity, "status": status}),
-                         (mains, {"type": "Mains", "online": on_ac})):
+    supplies_of = [(battery, {"type": "Battery", "capacity": capacity, "status": status}),
+                   (mains, {"type": "Mains", "online": on_ac})]
+    if mouse:
+        supplies_of.append((folder / "hidpp_battery_0", {"type": "Battery", "scope": "Device", "capacity": "5",
+                                                         "status": "Discharging"}))
+    for path, values in supplies_of:
         path.mkdir(parents=True, exist_ok=True)
         for name, value in values.items():
             (path / name).unlink(missing_ok=True)
             if value is not None:
                 (path / name).write_text(value + "\n")
-    for path in (folder, battery, mains, *battery.iterdir(), *mains.iterdir()):
+    for path in (folder, *folder.iterdir(), *(entry for each, _ in supplies_of for entry in each.iterdir())):
         path.chmod(0o755 if path.is_dir() else 0o644)
     if not battery_bound(lan, i):
         in_laptop_mounts(lan, i, "mount", "--bind", str(folder), POWER_SUPPLY)

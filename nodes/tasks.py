@@ -22,7 +22,7 @@ from kombu.exceptions import OperationalError
 
 from clusterpanel.models import User
 from nodes import actions, ssh
-from nodes.models import ActionKind, ActionStatus, Node, NodeAction, NodeStatus
+from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus
 
 log = logging.getLogger(__name__)
 INTERRUPTED = "Interrupted: the worker stopped while it ran. Run it again."
@@ -187,6 +187,11 @@ def settle_left_behind(app, me: str) -> None:
     for action in running.exclude(claimed_by__in=alive):
         if action.finish(*interrupted(action)):
             log.warning("%s was interrupted by the stop of its worker %s", action, action.claimed_by or "(unknown)")
+    # A scan takes a minute at most (1024 addresses, 64 at a time, 2 s each, per SSH port): one still running
+    # after ten lost its worker, and its message is not sent again before the broker's hours-long timeout.
+    LanScan.objects.filter(status=ActionStatus.RUNNING, created__lt=timezone.now() - timedelta(minutes=10)).update(
+        status=ActionStatus.FAILED, finished=timezone.now(),
+        error="The worker running this scan stopped before it finished; scan again.")
     before = timezone.now() - timedelta(seconds=RESEND_AFTER_S)
     for pk in NodeAction.objects.filter(status=ActionStatus.QUEUED, created__lt=before).values_list("pk", flat=True):
         run_action.delay(pk)  # a message that was not lost after all finds the action taken

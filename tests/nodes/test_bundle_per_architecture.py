@@ -73,3 +73,28 @@ def test_a_laptop_with_no_bundle_of_its_own_is_told_what_would_build_one(cache):
     with pytest.raises(RuntimeNotFound, match="No runtime bundle for riscv64 laptops .*: prebuilt ones are for "
                                               "x86_64 and aarch64 laptops only"):
         find_bundle("riscv64")
+
+
+def test_a_gpu_bundle_made_from_an_older_build_gives_way_to_the_newer_plain_one(cache):
+    """Build flags changed since the Vulkan bundle was made (same source, so same_source cannot tell): the newer
+    plain bundle is given until a Vulkan one is made from it. A manifest left half written is no bundle."""
+    vulkan = {"gpu_backends": {"vulkan": "gpu/libggml-vulkan.so"}}
+    bundle(cache, "runtime-old", "x86_64", age=60, files={"bin/ggml-rpc-server": "aa"})
+    bundle(cache, "runtime-old-vulkan", "x86_64", age=50, **vulkan,
+           files={"bin/ggml-rpc-server": "aa", "gpu/libggml-vulkan.so": "vv"})
+    bundle(cache, "runtime-new", "x86_64", age=10, files={"bin/ggml-rpc-server": "bb"})
+    (cache / "runtime-broken").mkdir()
+    (cache / "runtime-broken" / "clusterpanel-runtime.json").write_text('{"arch": "x86_')
+    assert find_bundle().tarball.name == "runtime-new.tar.gz"
+    bundle(cache, "runtime-new-vulkan", "x86_64", age=5, **vulkan,
+           files={"bin/ggml-rpc-server": "bb", "gpu/libggml-vulkan.so": "vv"})
+    assert find_bundle().tarball.name == "runtime-new-vulkan.tar.gz"
+
+
+def test_a_32_bit_system_on_a_64_bit_kernel_is_refused_in_words(cache):
+    bundle(cache, "runtime-plain", "x86_64", age=30)
+    bundle(cache, "runtime-arm-aarch64", "aarch64", age=20)
+    pi = {"os": "Linux", "arch": "aarch64", "userland_bits": 32}  # Raspberry Pi OS 32-bit on a Pi 5
+    assert install.problems(pi, install.bundle_for(pi).manifest) == [
+        "its system is 32-bit on an aarch64 kernel (as Raspberry Pi OS 32-bit is); the prebuilt runtimes are 64-bit: "
+        "install the 64-bit system, or build the runtime here"]

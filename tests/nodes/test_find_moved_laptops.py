@@ -143,3 +143,39 @@ def test_public_addresses_only_when_allowed_and_only_for_admins(alice, bob):
     plain.force_login(bob)
     assert plain.post("/api/nodes/scans/", {"addresses": "10.0.0.0/24"}, content_type="application/json"
                       ).status_code == 403
+
+
+@pytest.mark.django_db
+def test_a_scan_whose_worker_stopped_is_settled_and_one_that_fails_says_what_it_moved(monkeypatch):
+    from datetime import timedelta
+
+    from django.utils import timezone
+
+    from clusterpanel.celery import app
+    from nodes.tasks import settle_left_behind
+    from tests.rows import HOST_KEY
+
+    lost, busy = LanScan.objects.create(addresses="10.0.0.0/30"), LanScan.objects.create(addresses="10.0.1.0/30")
+    LanScan.objects.filter(pk__in=[lost.pk, busy.pk]).update(status=ActionStatus.RUNNING)
+    LanScan.objects.filter(pk=lost.pk).update(created=timezone.now() - timedelta(minutes=11))
+    settle_left_behind(app, "me@tests")
+    lost.refresh_from_db()
+    assert (lost.status, lost.error) == (ActionStatus.FAILED, "The worker running this scan stopped before it "
+                                                              "finished; scan again.")
+    assert LanScan.objects.get(pk=busy.pk).status == ActionStatus.RUNNING, "a scan of a few seconds ago runs on"
+
+    Node.objects.create(name="lab-1", host="10.0.0.1", username="lab", host_key=HOST_KEY)
+    monkeypatch.setattr(refind, "keys_at", lambda where, port, kind: {"10.0.0.2": HOST_KEY})
+
+    def moved_then_failed(node, seen, nodes, findings, user):
+        findings.moved.append({"name": node.name, "host": seen[0], "was": node.host, "follows": []})
+        raise OSError("the database's disk is full")
+
+    monkeypatch.setattr(refind, "match", moved_then_failed)
+    scan = LanScan.objects.create(addresses="10.0.0.0/30")
+    refind.run(scan.pk)
+    scan.refresh_from_db()
+    assert scan.status == ActionStatus.FAILED
+    assert scan.error == ("The scan failed: the database's disk is full. Before that it moved lab-1 to 10.0.0.2 "
+                          "(was 10.0.0.1).")
+    assert [moved["name"] for moved in scan.moved] == ["lab-1"]

@@ -31,7 +31,7 @@ def power_lan():
     try:
         harness.limit(3, lan.laptops[2].sshd_pid, None, 0.2)
         simpower.rename_link(harness, 1, "wlp2s0")
-        simpower.set_battery(harness, 1, capacity="43", status="Discharging", on_ac="0")
+        simpower.set_battery(harness, 1, capacity="43", status="Discharging", on_ac="0", mouse=True)
         yield harness, lan
     finally:
         for i in (1, 2):

@@ -18,7 +18,7 @@ def test_it_asks_the_plug_when_the_battery_does_not_say():
 
 
 def test_it_calls_a_charge_that_is_no_percent_unknown_and_says_why():
-    for nonsense in ("abc", "250", "-5", "4 3"):
+    for nonsense in ("abc", "250", "-5", "4 3", "²"):  # "²" is a digit to str.isdigit(), not to int()
         found = power.battery(nonsense, "Discharging", "0")
         assert found.percent is None and found.state == "on battery"
         assert nonsense in found.note and "not a percent from 0 to 100" in found.note
@@ -65,6 +65,14 @@ def test_a_sample_of_a_laptop_without_those_readings_says_none():
     sample = feed(sampler, SECOND.replace("E", "Bat abc||\nFreq \nE"))
     assert sample["throttled"] is None and sample["cpu_khz"] is None
     assert sample["battery"]["percent"] is None and "'abc'" in sample["battery"]["note"]
+
+
+def test_a_clock_the_laptop_does_not_say_is_unknown_not_its_top():
+    sampler = Sampler()
+    feed(sampler, FIRST)
+    sample = feed(sampler, SECOND.replace("E", "Freq - 3400000\nThr ²\nE"))
+    assert (sample["cpu_khz"], sample["cpu_khz_max"]) == (None, 3400000)
+    assert parse({"battery_percent": "²", "userland_bits": "32"})["userland_bits"] == 32
 
 
 def test_it_flags_a_laptop_on_battery_throttled_and_on_wifi():
