@@ -51,6 +51,7 @@ if [ "$(uname -s)" = Darwin ]; then
   record displays system_profiler SPDisplaysDataType
 else
   record os_release cat /etc/os-release
+  record gpu_devices present /dev/dri/renderD* /dev/dxg  # a GPU driver's device (DRM, or WSL2's)
 fi
 true
 """.replace("__EXTRA__", EXTRA_PATH)
@@ -296,6 +297,11 @@ def choose_vulkan(tools: Toolchain, recorded: dict[str, Recorded]) -> None:
         tools.notes.append(f"Vulkan: no {join_words(lacking)}{fix}: built without Vulkan.")
         return
     info = recorded.get("vulkaninfo")
+    devices = recorded.get("gpu_devices")
+    if info is None and devices is not None and not devices.ok:
+        # Mesa's software renderer alone would pass the checks above, and its shaders take many minutes to build.
+        tools.notes.append("Vulkan: no GPU device (/dev/dri) and no `vulkaninfo` to ask: built without Vulkan.")
+        return
     types = re.findall(r"deviceType\s*=\s*PHYSICAL_DEVICE_TYPE_(\w+)", info.out) if info else []
     if info is not None and not types:
         tools.notes.append("Vulkan: `vulkaninfo --summary` finds no Vulkan device: built without Vulkan.")

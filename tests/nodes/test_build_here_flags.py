@@ -115,3 +115,22 @@ def test_a_newer_cuda_needs_a_newer_cmake():
     assert tools.backends == ["cuda"]
     assert tools.refusal().startswith("This laptop cannot build the runtime yet: it lacks cmake 3.18 or newer "
                                       "(it has 3.16.3).")
+
+
+def test_vulkan_is_built_only_where_a_gpu_device_is_or_vulkaninfo_says_so():
+    """glslc, headers and loader on a laptop with no GPU (a server's, or this test bed's simulated laptops, whose
+    files are this machine's): Mesa's software renderer alone would pass, and its shaders take many minutes."""
+    def tools(devices_rc: int | None) -> toolchain.Toolchain:
+        text = "@@begin uname 0\nLinux x86_64\n@@end\n@@begin cores 0\n4\n@@end\n"
+        text += "".join(f"@@begin {name} 0\n{out}\n@@end\n" for name, out in (
+            ("glslc", "shaderc v2023.2"), ("vulkan_headers", "/usr/include/vulkan/vulkan.h"),
+            ("vulkan_loader", "/usr/lib/x86_64-linux-gnu/libvulkan.so")))
+        if devices_rc is not None:
+            text += f"@@begin gpu_devices {devices_rc}\n{'/dev/dri/renderD128' if devices_rc == 0 else ''}\n@@end\n"
+        return toolchain.assess(toolchain.parse(text), CMAKE_MINIMUMS)
+
+    none = tools(1)
+    assert none.backends == []
+    assert "Vulkan: no GPU device (/dev/dri) and no `vulkaninfo` to ask: built without Vulkan." in none.notes
+    assert tools(0).backends == ["vulkan"], "an Intel or AMD GPU's render node"
+    assert tools(None).backends == ["vulkan"], "a laptop whose recording predates the question"

@@ -2,7 +2,6 @@
 the laptop, and the laptop keeps the runtime it had."""
 
 import os
-import re
 import subprocess
 import threading
 import time
@@ -79,10 +78,10 @@ def test_a_laptop_without_cmake_is_told_how_to_get_it_and_nothing_is_copied(lapt
     made.save(update_fields=["install_dir"])
     action = run_now(made, ActionKind.BUILD_RUNTIME)
     assert action.status == ActionStatus.FAILED
-    # ggml needs cmake 3.14, its Vulkan backend 3.19: the simulated laptop shares this machine's files, so it would
-    # build Vulkan where glslc and the Vulkan headers are here and no vulkaninfo says its only device is software.
-    assert re.fullmatch(r"This laptop cannot build the runtime yet: it lacks cmake \((3\.14|3\.19) or newer\)\. On "
-                        r"Debian or Ubuntu: `sudo apt install cmake`\. Then build again\.", action.error), action.error
+    # ggml's minimum: the simulated laptop has this machine's glslc and Vulkan headers but no GPU device, so no
+    # Vulkan build and not its 3.19.
+    assert action.error == ("This laptop cannot build the runtime yet: it lacks cmake (3.14 or newer). On Debian or "
+                            "Ubuntu: `sudo apt install cmake`. Then build again.")
     assert ssh.sh(made.ssh_target(), "ls -d .cp-nocmake").exit_status != 0  # not even its folder was made
 
 
