@@ -138,11 +138,7 @@ def main() -> int:
     try:
         manifest = arm_bundle(args.cache.expanduser(), args.jobs)
     except sources.StepFailed as failure:
-        tail = failure.log.read_text(errors="replace").splitlines()[-25:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"\nBuild failed at step: {failure.step}\nFull log: {failure.log}", file=sys.stderr)
-        if failure.hint:
-            print(failure.hint, file=sys.stderr)
+        sources.tell_failure(failure)
         return 1
     sources.say(f"{ARCH} runtime bundle: {manifest}")
     print(manifest)

@@ -385,11 +385,7 @@ def main() -> int:
             runtime = build_vulkan.bundle_with_vulkan(runtime.parent.parent, runtime, LLAMA_CPP_CMAKE_ARGS, key,
                                                       args.jobs)
     except sources.StepFailed as failure:
-        tail = failure.log.read_text(errors="replace").splitlines()[-25:]
-        print("\n".join(tail), file=sys.stderr)
-        print(f"\nBuild failed at step: {failure.step}\nFull log: {failure.log}", file=sys.stderr)
-        if failure.hint:
-            print(failure.hint, file=sys.stderr)
+        sources.tell_failure(failure)
         return 1
     sources.say(f"runtime bundle: {runtime}")
     print(wheel if args.print == "wheel" else runtime)

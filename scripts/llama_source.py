@@ -25,6 +25,15 @@ class StepFailed(Exception):
         self.step, self.log, self.hint = step, log, hint
 
 
+def tell_failure(failure: StepFailed) -> None:
+    """A failed step for the person at the terminal: its log's last lines, the step, the log, a hint."""
+    tail = failure.log.read_text(errors="replace").splitlines()[-25:]
+    print("\n".join(tail), file=sys.stderr)
+    print(f"\nBuild failed at step: {failure.step}\nFull log: {failure.log}", file=sys.stderr)
+    if failure.hint:
+        print(failure.hint, file=sys.stderr)
+
+
 def say(message: str) -> None:
     print(f"[build] {message}", file=sys.stderr, flush=True)
 
