@@ -6,8 +6,9 @@
 #   bench/gpu_check.sh [BUNDLE.tar.gz] [--model GGUF] [--python PY] [--head-wheel WHL] [--wheels DIR] [--debs DIR]
 #                      [--gpu-device NAME] [--source TREE|TGZ] [--no-cuda-build] [--cpu-only]
 #
-# BUNDLE: the runtime bundle scripts/build_llama.py made (default: the newest in the build cache); its manifest
-# is read from inside it and checked against the clusterpanel-runtime.json beside it when that is there.
+# BUNDLE: the runtime bundle scripts/build_llama.py made (default: the newest for this machine's architecture in
+# the build cache); its manifest is read from inside it and checked against the clusterpanel-runtime.json beside
+# it when that is there.
 # It unpacks the bundle to a temporary folder, lists the devices its ggml-rpc-server sees, records nvidia-smi
 # and the Vulkan loader and ICDs, then runs the head's llama-cpp-python (repo .venv, --python, or the cached or
 # given head wheel unpacked for python3) against the bundle's rpc-server on the GPU (Vulkan) and on the CPU:

@@ -3,7 +3,8 @@
 # ---- the runtime bundle -------------------------------------------------------------------------------------
 find_bundle() {
   [[ -n $BUNDLE ]] && { echo "$BUNDLE"; return; }
-  ls -t "$CACHE"/llama-cpp-python-*/runtime-*/clusterpanel-runtime-*.tar.gz 2>/dev/null | head -1
+  # This machine's architecture: `make test` also builds the ARM laptops' bundle, and builds it last.
+  ls -t "$CACHE"/llama-cpp-python-*/runtime-*/clusterpanel-runtime-*-linux-"$(uname -m)".tar.gz 2>/dev/null | head -1
 }
 
 unpack_bundle() {

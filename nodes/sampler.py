@@ -27,6 +27,8 @@ nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i 
 [ -z "$nic" ] && nic=$(ip -o addr show 2>/dev/null | awk -v a="$(echo "$SSH_CONNECTION" | cut -d' ' -f3)" \
   'a != "" {split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
 while :; do
+  # The pause runs beside the readings, so a busy laptop's slow readings do not stretch the period past $1.
+  sleep "$1" & pause=$!
   echo "T $(date +%s.%N)"
   grep '^cpu' /proc/stat
   grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree):' /proc/meminfo
@@ -38,9 +40,10 @@ while :; do
   awk '$1 == "throttled_time" {printf "Thr %.0f\n", $2} $1 == "throttled_usec" {printf "Thr %.0f\n", $2 * 1000}' \
     "$cpustat" 2>/dev/null
   # "-" for what the laptop does not say; the top of its fastest core, as the probe takes (big.LITTLE boards).
-  now=$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null \
-    | awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}')
-  top=$(cat /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null | sort -n | tail -1)
+  now=$(awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}' \
+    /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null)
+  top=$(awk '$1 > m {m = $1} END {if (m) print m}' \
+    /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null)
   printf 'Freq %s %s\n' "${now:--}" "${top:--}"
   cap= status= ac= found=
   for supply in /sys/class/power_supply/*; do
@@ -53,7 +56,7 @@ while :; do
   done
   [ -n "$found" ] && echo "Bat $cap|$status|$ac"
   echo E
-  sleep "$1"
+  wait "$pause"
 done
 """
 HUGE = 2**60

@@ -80,7 +80,9 @@ def stop_panel(process: subprocess.Popen) -> None:
     process.wait(timeout=60)
 
 
-def read_until(process: subprocess.Popen, pattern: str, timeout: float = 60) -> str:
+def read_until(process: subprocess.Popen, pattern: str, timeout: float = 180) -> str:
+    """Its output once `pattern` shows; a first start on a busy machine took over a minute to print its banner
+    (Django, migrations, Redis, Celery, the web server)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         seen = output_of(process)

@@ -8,7 +8,9 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-RANK = {"models": 0, "params": 0, "apps": 0, "migrations": 0, "queue": 1, "messages": 1,
+# apps.py is where Django starts the app: nothing imports it, and its ready() answers the machines' hooks
+# (nodes/speed.py, nodes/holds.py) with the engine's work, so it sits on top.
+RANK = {"models": 0, "params": 0, "apps": 5, "migrations": 0, "queue": 1, "messages": 1,
         "engine": 2, "prometheus": 2, "batching": 2, "chat": 3, "batch": 3, "api": 3, "tasks": 4, "management": 4}
 
 

@@ -4,13 +4,13 @@ one ends 200 with every token (the channel layer once killed anything quiet for 
 
 import json
 import threading
-import time
 
 import pytest
 import requests
 
 from clusterpanel.models import ApiToken
 from jobs.models import Job
+from tests.conftest import wait_until
 from tests.jobs.cluster import slowed
 
 # Longer than the suite's 600 s: its requests may take up to 900 s by design (under two minutes each at 0.03 CPU,
@@ -66,9 +66,11 @@ def test_it_answers_requests_that_take_minutes_several_at_once(cluster, web_serv
                  "queued": lambda: streamed(web_server, auth, 16)}  # waits minutes, then is short
         threads = []
         for name, call in calls.items():
+            before = Job.objects.count()
             threads.append(threading.Thread(target=lambda n=name, c=call: results.update({n: c()})))
             threads[-1].start()
-            time.sleep(1)  # in this order in the queue
+            # In this order in the queue: a fixed pause of 1 s once let a busy machine queue "queued" second.
+            wait_until(lambda b=before: Job.objects.count() > b, 60, f"the {name} request to be queued")
         for thread in threads:
             thread.join(900)
 

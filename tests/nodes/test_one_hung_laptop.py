@@ -53,6 +53,9 @@ def test_it_restarts_and_samples_the_other_laptops_while_one_laptops_ssh_hangs(l
         collector = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=child_env())
         try:
             time.sleep(1)  # the supervisor's next round for the hung laptop is now stuck in SSH
+            # The healthy laptops' streams first: a busy machine once took seconds to start the collector at all.
+            started = time.time()
+            wait_until(lambda: all(samples_since(node, started) for node in healthy), 60, "the healthy laptops sampled")
             since, first_pid = time.time(), victim.pid
             ssh.sh(victim.node.ssh_target(), 'kill -9 "$1"', str(first_pid))
             back_after, seen_offline = watch(victim, first_pid, healthy)
