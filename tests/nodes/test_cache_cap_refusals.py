@@ -1,5 +1,6 @@
 """A laptop's cache cap is a size with its unit, set on its Edit form or by PATCH /api/nodes/<name>/: nothing,
-negative, no unit or no size at all is refused in words, at either door, and nothing of the change is saved."""
+negative, no unit or no size at all is refused in words, at either door, and nothing of the change is saved. A
+script cleans the cache now as it starts any other action."""
 
 import json
 
@@ -27,9 +28,12 @@ def edit_form(node: Node, **changes) -> dict:
             "reserve_gb": 1, "usable_gb": "", "cache_cap": "", **changes}
 
 
+def script(alice) -> Client:
+    return Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'tests')[1]}")
+
+
 def patch(alice, node: Node, body: dict):
-    script = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(alice, 'tests')[1]}")
-    return script.patch(f"/api/nodes/{node.name}/", json.dumps(body), content_type="application/json")
+    return script(alice).patch(f"/api/nodes/{node.name}/", json.dumps(body), content_type="application/json")
 
 
 @pytest.mark.parametrize(("value", "words"), REFUSED)
@@ -56,3 +60,12 @@ def test_it_takes_a_size_with_its_unit_shows_it_back_and_returns_to_the_default(
     assert patch(alice, laptop, {"cache_cap": None}).json()["cache_cap"] is None
     laptop.refresh_from_db()
     assert laptop.cache_cap is None
+
+
+def test_a_script_cleans_a_laptops_cache_now_as_an_action(laptop, alice):
+    answer = script(alice).post(f"/api/nodes/{laptop.name}/actions/", json.dumps({"kind": "clean_cache"}),
+                                content_type="application/json")
+    assert answer.status_code == 202 and answer.json()["kind"] == "clean_cache", answer.content
+    assert laptop.actions.get().kind == "clean_cache"
+    shown = script(alice).get(f"/api/nodes/{laptop.name}/").json()
+    assert shown["cache"] is None and shown["cache_cap"] is None, "not listed yet, and the default cap"
