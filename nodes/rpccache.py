@@ -10,8 +10,10 @@ The cache is what makes a redeploy fast, and it would grow for ever (upstream's
 complaint, llama.cpp #27585): nodes/cleaning.py keeps it under a cap, through
 `listing()`, `remove()` and `touch()` here. Only names of 16 hex digits are ever
 removed or touched, checked here and again on the laptop, whatever a list holds.
-Every seed marks the files it needed as used now (their mtime): the laptop's own
-atime says little (relatime updates it once a day at most, noatime never).
+Each seed, and each clean, marks the files a deployment needs as used now (their
+mtime, which the server never reads): the laptop's own atime says little (relatime
+updates it once a day at most, noatime never). A file's last use is the later of
+the two.
 """
 
 import re
@@ -28,8 +30,6 @@ from nodes import ssh
 # Free KiB of the cache's file system, then "<size> <name>" for each file in it.
 LIST = 'mkdir -p "$1" && cd "$1" && df -Pk . | awk \'NR==2 {print $4}\' && ' \
        '{ stat -c "%s %n" -- * 2>/dev/null; true; }'
-
-
 # The disk's size and free KiB, the downloads folder's KiB, then "<size> <atime> <mtime> <name>" per file of
 # the cache (find batches the names as the laptop's command line allows; stat's options are GNU's or BSD's).
 LISTING = """mkdir -p -- "$1/cache/rpc" && cd -- "$1" || exit 3
