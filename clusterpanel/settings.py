@@ -215,6 +215,15 @@ CELERY_IMPORTS = ["nodes.refind"]
 # still runs would run twice. Tasks of a worker that dies are settled when a worker starts (nodes/tasks.py).
 CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("TASK_VISIBILITY_TIMEOUT_S", 6 * 3600)}
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
+# Periodic work, sent by `celery beat` (one process: runpanel's beat, compose's beat service).
+CACHE_CLEAN_EVERY_S = env_int("CACHE_CLEAN_EVERY_S", 3600)
+CELERY_BEAT_SCHEDULE = {
+    "clean-laptop-caches": {"task": "nodes.tasks.clean_caches", "schedule": float(CACHE_CLEAN_EVERY_S)},
+}
+
+# A laptop's rpc cache and downloads may take this share of the room they could have (what they hold plus the
+# free disk) unless its page sets a cap by hand (nodes/cachecap.py says why half).
+CACHE_CAP_PERCENT = env_int("CACHE_CAP_PERCENT", 50)
 
 # How long an rpc-server's OpenMP threads spin for work before they sleep (libgomp's GOMP_SPINCOUNT, in
 # rounds of a pause instruction). libgomp's own 300 000 keep a laptop's cores busy for milliseconds after

@@ -23,6 +23,7 @@ from models_app.planning import PlanningError, as_record, make_plan
 from nodes import install, probe, ssh
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from nodes.runtime import RuntimeNotFound, find_bundle
+from nodes.tasks import clean_soon
 
 log = logging.getLogger(__name__)
 FIRST_PORT = 50052
@@ -100,6 +101,10 @@ def prepare(deployment: Deployment, measure_peak: bool = False) -> None:
     except Exception as exc:  # whatever else: the deployment still ends, saying why
         log.exception("preparing %s failed", deployment)
         stop(deployment, DeploymentStatus.FAILED, f"Preparing failed unexpectedly: {exc}")
+    finally:
+        if not deployment.preseed:  # the rpc-servers cached what the load sent them (a pre-seed cleans itself)
+            clean_soon([stage.node for stage in deployment.stages.select_related("node")],
+                       f"after deployment #{deployment.pk} loaded")
 
 
 def claim(deployment: Deployment) -> bool:
@@ -272,6 +277,8 @@ def fill_caches(deployment: Deployment, stages: list[DeploymentStage]) -> None:
         preseed.fill_caches(deployment, stages)
     except preseed.PreseedError as exc:
         raise DeployError(str(exc)) from None
+    finally:
+        clean_soon([stage.node for stage in stages], f"after deployment #{deployment.pk} filled it")
 
 
 def endpoints(deployment: Deployment) -> list[str]:

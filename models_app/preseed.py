@@ -8,11 +8,7 @@ writes the database and tells browsers, a few times a second.
 import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager
 from pathlib import Path
-
-import redis
-from django.conf import settings
 
 from clusterpanel.broadcast import broadcast
 from models_app import plan_words, tensor_cache
@@ -21,7 +17,6 @@ from nodes import rpccache, ssh
 from nodes.transfer import Progress
 
 MAX_PARALLEL = 8
-LOCK_TTL_S = 120
 
 
 class PreseedError(Exception):
@@ -47,12 +42,13 @@ def model_hashes(model: GgufModel) -> dict:
     return model.tensor_hashes
 
 
-def needed(deployment: Deployment) -> list[list[rpccache.Tensor]]:
+def needed(deployment: Deployment, hashes: dict | None = None) -> list[list[rpccache.Tensor]]:
     """For each laptop in pipeline order, the cached tensors llama.cpp will ask it for by hash: one per file, as
-    tensors of the same bytes (norms of ones, biases of zeros) are one file in the cache."""
+    tensors of the same bytes (norms of ones, biases of zeros) are one file in the cache. `hashes`: the model's
+    (model_hashes), else taken now."""
     model, plan = deployment.model, deployment.plan
     devices = tensor_cache.tensors_per_device(
-        model_hashes(model)["tensors"], "output.weight" in model.other_tensors, model.n_layer,
+        (hashes or model_hashes(model))["tensors"], "output.weight" in model.other_tensors, model.n_layer,
         plan["n_gpu_layers"], tuple(plan["tensor_split"]))
     # A laptop's devices share its cache: their tensors go in one list (stage k is RPC device k - 1).
     laptops = [{name: t for k in run for name, t in devices[k - 1].items()}
@@ -86,20 +82,9 @@ class Board:
             return taken
 
 
-@contextmanager
 def laptop_lock(node_id: int):
-    """One cache filler per laptop: two writing the same .part would interleave their bytes."""
-    lock = redis.Redis.from_url(settings.REDIS_URL).lock(f"clusterpanel:rpc-cache:{node_id}", timeout=LOCK_TTL_S,
-                                                          blocking_timeout=3600)
-    if not lock.acquire():
-        raise PreseedError("Another deployment has been filling this laptop's cache for an hour.")
-    try:
-        yield lock
-    finally:
-        try:
-            lock.release()
-        except redis.exceptions.LockError:
-            pass  # expired while we worked; nobody else can have written meanwhile without it
+    """One cache filler (or cleaner, nodes/cleaning.py) per laptop at a time."""
+    return rpccache.locked(node_id, 3600, "Another deployment has been filling this laptop's cache for an hour.")
 
 
 def fill_one(stage: DeploymentStage, target: ssh.SSHTarget, model: Path, tensors: list[rpccache.Tensor],
@@ -111,7 +96,7 @@ def fill_one(stage: DeploymentStage, target: ssh.SSHTarget, model: Path, tensors
         def progress(done: int, total: int) -> None:
             if stop.is_set():
                 raise Cancelled()
-            if time.monotonic() - renewed[0] > LOCK_TTL_S / 4:
+            if time.monotonic() - renewed[0] > rpccache.LOCK_TTL_S / 4:
                 lock.reacquire()
                 renewed[0] = time.monotonic()
             counter(done, total)

@@ -5,7 +5,21 @@ import time
 from django.utils import timezone
 
 from clusterpanel.units import size
-from nodes import build_here, devices, install, netcheck, platforms, probe, removal, rpcserver, serving, speed, ssh
+from nodes import (
+    build_here,
+    cleaning,
+    devices,
+    install,
+    netcheck,
+    platforms,
+    probe,
+    removal,
+    rpccache,
+    rpcserver,
+    serving,
+    speed,
+    ssh,
+)
 from nodes.models import (
     ActionKind,
     ActionStatus,
@@ -178,6 +192,19 @@ def restarting(node: Node, ports: list[int]) -> list[int]:
     return waiting
 
 
+def do_clean_cache(action: NodeAction, node: Node) -> None:
+    action.report("Listing the laptop's rpc cache.")
+    who = action.requested_by.username if action.requested_by else "an admin"
+    try:
+        cleaned = cleaning.clean(node, f"asked by {who}")
+    except (cleaning.CleanRefused, rpccache.CacheError) as exc:
+        raise ActionError(str(exc)) from None
+    state = cleaned.state
+    action.report(cleaned.summary(), removed=cleaned.removed, freed=cleaned.freed, cache=state["cache"],
+                  cap=state["cap"], free=state["free"], decide_s=round(cleaned.decide_s, 3),
+                  remove_s=round(cleaned.remove_s, 3))
+
+
 def do_remove(action: NodeAction, node: Node) -> None:
     wipe = bool(action.progress.get("wipe"))
     action.report(f"Stopping {node.name}'s rpc-servers{' and deleting its files' if wipe else ''}.")
@@ -196,5 +223,6 @@ HANDLERS = {
     ActionKind.NETWORK_CHECK: do_network_check,
     ActionKind.MEASURE_SPEED: do_measure_speed,
     ActionKind.RESTART_RPC: do_restart_servers,
+    ActionKind.CLEAN_CACHE: do_clean_cache,
     ActionKind.REMOVE: do_remove,
 }

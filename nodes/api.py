@@ -58,6 +58,9 @@ class NodeChange(Input):
     usable_gb: float | None = Field(None, description="null: measured (free memory minus the reserve).")
     reserve_gb: float | None = None
     devices_off: list[str] | None = Field(None, description="Device names kept out of plans, e.g. [\"Vulkan0\"].")
+    cache_cap: str | None = Field(None, max_length=40, description=(
+        "How much disk the rpc cache and downloads may take, with its unit: \"40 GiB\", \"500 GB\"; null or \"\": "
+        "the default share of the room they could have (what they hold plus the free disk)."))
 
 
 class NodeOut(Schema):
@@ -76,6 +79,8 @@ class NodeOut(Schema):
     memory_reserve: int
     usable_set_by_hand: bool
     pipeline_order: int
+    cache_cap: int | None = Field(description="Bytes the rpc cache and downloads may take, set by hand; null: the "
+                                              "default share of the disk.")
     last_seen: datetime | None
     metrics: dict[str, Any] | None = Field(description="The latest sample (CPU, memory, swap, network, temperature).")
 
@@ -128,6 +133,10 @@ class NodeDetail(NodeOut):
     link: dict[str, Any] | None = Field(description="The latest network check.")
     servers: list[ServerOut]
     actions: list[ActionOut] = Field(description="The ten latest.")
+    cache: dict[str, Any] | None = Field(description=(
+        "The rpc cache as last listed (after each deployment, every hour, and by the clean_cache action): bytes "
+        "held (cache, downloads), files, cap, disk and free, what it holds per model (model null: files of no model "
+        "in the library), what the last clean removed, and why it failed if it did (failed)."))
 
 
 class Removal(Schema):
@@ -145,7 +154,7 @@ def node_row(node: Node) -> dict:
             "status_detail": node.status_detail, "host_key_fingerprint": node.host_key_fingerprint,
             "runtime": node.runtime, "speed_gb_s": node.speed_gb_s, "usable_memory": node.usable_bytes(),
             "memory_reserve": node.memory_reserve, "usable_set_by_hand": node.usable_memory is not None,
-            "pipeline_order": node.pipeline_order, "last_seen": node.last_seen,
+            "pipeline_order": node.pipeline_order, "cache_cap": node.cache_cap, "last_seen": node.last_seen,
             "metrics": metrics.fresh(node.pk)}
 
 
@@ -155,7 +164,7 @@ def node_detail(node: Node) -> dict:
             "facts": probe and probe.facts, "probed": probe and probe.created,
             "link": link and {**link.report, "warnings": link.warnings, "checked": link.created.isoformat()},
             "servers": [server_row(server) for server in node.rpc_servers.select_related("stage")],
-            "actions": [action_row(action) for action in node.actions.all()[:10]]}
+            "actions": [action_row(action) for action in node.actions.all()[:10]], "cache": node.cache_state or None}
 
 
 class InNaturalOrder:

@@ -1,7 +1,7 @@
 """/api/nodes/<name>/...: what a lab admin does to a laptop by script. Actions (probe, install the runtime,
-build the runtime on the laptop, network check, measure speed) answer at once with a status URL and an event
-stream; rpc-servers are started, stopped and restarted by the supervisor within seconds; metrics are the latest
-sample and the history."""
+build the runtime on the laptop, network check, measure speed, clean the rpc cache) answer at once with a status
+URL and an event stream; rpc-servers are started, stopped and restarted by the supervisor within seconds;
+metrics are the latest sample and the history."""
 
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal
@@ -37,7 +37,7 @@ EPOCH = datetime(2000, 1, 1, tzinfo=UTC)  # before any sample; a date near year 
 
 
 class ActionIn(Input):
-    kind: Literal["probe", "install_runtime", "build_runtime", "network_check", "measure_speed"]
+    kind: Literal["probe", "install_runtime", "build_runtime", "network_check", "measure_speed", "clean_cache"]
 
 
 class ServerIn(Input):

@@ -5,6 +5,7 @@ finding in plain words with the fix. "Check again" refreshes those facts.
 """
 
 from dataclasses import dataclass
+from datetime import datetime
 
 from clusterpanel.units import size
 from nodes import install, power
@@ -13,6 +14,8 @@ from nodes.runtime import RuntimeBundle
 
 GiB = 2**30
 OK, WARN, ERROR = "ok", "warn", "error"
+LOW_DISK = 2 * GiB  # less than the layers of a small model on one laptop
+LOW_DISK_SHARE = 0.05  # file systems slow down and fragment past 95% full; ext4 keeps 5% for root anyway
 
 
 @dataclass(frozen=True)
@@ -113,15 +116,31 @@ def disk(facts: dict) -> list[Finding]:
     return []
 
 
+def disk_space(node: Node, facts: dict, probed) -> list[Finding]:
+    """Little free disk, by the newer of the probe and the cache's last listing: under LOW_DISK, or under
+    LOW_DISK_SHARE of the disk. A pre-seed then fails for want of room, and the laptop's own programs with it."""
+    state = node.cache_state or {}
+    newer = state.get("checked") and (probed is None or datetime.fromisoformat(state["checked"]) > probed)
+    free, total = (state.get("free"), state.get("disk")) if newer else (facts.get("disk_free"), facts.get("disk_total"))
+    if free is None or (free >= LOW_DISK and not (total and free < total * LOW_DISK_SHARE)):
+        return []
+    of = f" of {size(total)}" if total else ""
+    return [Finding(WARN, f"Disk nearly full: {size(free)} free{of}",
+                    f"The rpc-server cache holds {size(state.get('cache', facts.get('rpc_cache') or 0))} of it; "
+                    "a deployment's tensors need room there, and so does the laptop itself.",
+                    "Clean the cache now on the laptop's page, or give it a smaller cap (Edit); else free space "
+                    "on the laptop.")]
+
+
 def tensor_cache(node: Node, facts: dict) -> list[Finding]:
-    cached = facts.get("rpc_cache") or 0
+    cached = (node.cache_state or {}).get("cache", facts.get("rpc_cache") or 0)
     if cached < 2**20:
         return []
+    cap = f"{size(node.cache_cap)}, set by hand" if node.cache_cap else "a share of its disk"
     return [Finding(OK, f"rpc-server tensor cache holds {size(cached)}",
-                    "Weights kept from earlier deployments, so that a redeploy sends only their hashes. "
-                    "Stopping a deployment keeps them; files are named by content, so old ones do no harm.",
-                    f"To reclaim the space: `rm -rf {node.install_dir}/cache/rpc` on the laptop "
-                    "(the next deployment copies what it needs again).")]
+                    "Weights kept from earlier deployments, so that a redeploy sends only their hashes. Its cap is "
+                    f"{cap}: past it, the least recently used files no deployment here needs are removed.",
+                    "To reclaim space now: Clean now on the laptop's page, or a smaller cap (Edit).")]
 
 
 def link(node: Node) -> list[Finding]:
@@ -197,5 +216,5 @@ def diagnose(node: Node, bundle: RuntimeBundle | None) -> list[Finding]:
         return [ssh_access(node), Finding(WARN, "Not probed yet", fix="Probe the laptop.")]
     facts = probe.facts
     return [ssh_access(node), cpu_features(facts), *memory(facts), *power_and_heat(facts), *disk(facts),
-            *tensor_cache(node, facts),
+            *disk_space(node, facts, probe.created), *tensor_cache(node, facts),
             *link(node), *clock(facts), *runtime(node, facts, bundle), *servers(node, bundle)]

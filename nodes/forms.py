@@ -1,6 +1,8 @@
 from django import forms
+from django.conf import settings
 from django.core import signing
 
+from clusterpanel.units import exact_size, parse_size
 from nodes import ssh
 from nodes.devices import listed_devices
 from nodes.models import Node
@@ -107,6 +109,10 @@ class EditNodeForm(AsSent, forms.ModelForm):
         required=False, widget=forms.CheckboxSelectMultiple, label="Devices kept out of plans",
         help_text="Ticked devices hold no layers, e.g. a GPU that also drives the screen. The laptop's devices are "
                   "what its runtime listed when last probed.")
+    cache_cap = forms.CharField(
+        required=False, max_length=40, label="Cache cap",
+        help_text="How much of the laptop's disk the rpc-server's tensor cache and the panel's downloads may take, "
+                  "e.g. 40 GiB or 500 GB; the least recently used files no deployment needs go first.")
 
     class Meta:
         model = Node
@@ -120,6 +126,9 @@ class EditNodeForm(AsSent, forms.ModelForm):
         self.initial.setdefault("usable_gb", round(node.usable_memory / GB, 2) if node.usable_memory else None)
         self.initial.setdefault("reserve_gb", round(node.memory_reserve / GB, 2))
         self.initial.setdefault("devices_off", list(node.devices_off))
+        self.initial.setdefault("cache_cap", exact_size(node.cache_cap) if node.cache_cap else "")
+        self.fields["cache_cap"].help_text += (f" Empty: {settings.CACHE_CAP_PERCENT}% of the room they could have "
+                                               "(what they hold plus the free disk).")
         names = [device.name for device in listed_devices(node)]
         self.fields["devices_off"].choices = [(name, name) for name in dict.fromkeys([*names, *node.devices_off])]
         self.fields["devices_off"].error_messages["invalid_choice"] = (
@@ -137,12 +146,22 @@ class EditNodeForm(AsSent, forms.ModelForm):
         folder = self.cleaned_data["install_dir"]
         return folder.rstrip("/") or folder
 
+    def clean_cache_cap(self) -> int | None:
+        text = self.cleaned_data["cache_cap"]
+        if not text:
+            return None
+        try:
+            return parse_size(text)
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
     def save(self, commit: bool = True) -> Node:
         node = super().save(commit=False)
         usable = self.cleaned_data.get("usable_gb")
         node.usable_memory = round(usable * GB) if usable else None
         node.memory_reserve = round(self.cleaned_data["reserve_gb"] * GB)
         node.devices_off = self.cleaned_data.get("devices_off") or []
+        node.cache_cap = self.cleaned_data.get("cache_cap")
         if commit:
             node.save()
         return node

@@ -1,5 +1,5 @@
 """What the deployments above a laptop make of it: which hold its layers, how many ever used it, what losing one
-of its rpc-servers ends, and what a move to a new address sets going.
+of its rpc-servers ends, what a move to a new address sets going, and which files of its rpc cache they need.
 
 nodes/ describes machines and imports nothing that runs deployments. The apps that do answer these questions
 by registering their functions when they start (models_app/apps.py, jobs/apps.py); until one has, no deployment
@@ -27,8 +27,16 @@ QUESTIONS = {
     "forget_used": lambda nodes: None,  # delete the deployments that used `nodes` (inactive: checked before)
     "losing": lambda server: None,  # what stopping `server` ends ("standin #3 loses layers 0–9: it has ..."), if any
     "moved": lambda node, was: [],  # `node` answers at a new address (`was` the old one): what follows, in words
+    # The names of the rpc-cache files that deployments planned, preparing, loading or serving on `node` need
+    # there: set[str]; NotKnown (in words) when one's cannot be told, and then nothing may be removed.
+    "cache_needs": lambda node: set(),
+    "cache_owners": lambda: {},  # {file name: model name} for every tensor file a model of the library makes
 }
 answers: dict[str, Callable] = dict(QUESTIONS)
+
+
+class NotKnown(Exception):
+    """What a deployment needs cannot be told (its model's file is gone and its hashes were never taken)."""
 
 
 def answer(**functions: Callable) -> None:
@@ -57,3 +65,11 @@ def losing(server) -> str | None:
 
 def moved(node, was: str) -> list[str]:
     return answers["moved"](node, was)
+
+
+def cache_needs(node) -> set[str]:
+    return answers["cache_needs"](node)
+
+
+def cache_owners() -> dict[str, str]:
+    return answers["cache_owners"]()

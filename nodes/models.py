@@ -90,6 +90,12 @@ class Node(models.Model):
     pipeline_order = models.PositiveSmallIntegerField(
         default=0, validators=[MaxValueValidator(999)],
         help_text="Where the laptop goes in a pipeline: lower first, then by name. The plan page can reorder.")
+    cache_cap = models.BigIntegerField(null=True, blank=True, help_text=(
+        "Bytes the rpc cache and downloads may take on the laptop, set by hand; empty: a share of its disk "
+        "(settings.CACHE_CAP_PERCENT, nodes/cachecap.py)."))
+    cache_state = models.JSONField(default=dict, blank=True, help_text=(
+        "The cache as last listed (nodes/cleaning.py): its size and cap, the disk's free space, what it holds "
+        "per model, and what the last clean removed."))
     status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
     status_detail = models.TextField(blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
@@ -179,6 +185,7 @@ class ActionKind(models.TextChoices):
     MEASURE_SPEED = "measure_speed", "Measure speed"
     BUILD_RUNTIME = "build_runtime", "Build the runtime here"
     RESTART_RPC = "restart_rpc", "Restart rpc-servers"
+    CLEAN_CACHE = "clean_cache", "Clean the cache now"
     REMOVE = "remove", "Remove"
 
 

@@ -78,7 +78,7 @@ def parse(raw: dict) -> dict:
         "ram_limit": limit,
         "swap_total": swap_total,
         "swap_used": swap_total - swap_free if swap_total is not None and swap_free is not None else None,
-        "disk_free": _int(raw, "disk_free_kb", 1024),
+        "disk_free": _int(raw, "disk_free_kb", 1024), "disk_total": _int(raw, "disk_total_kb", 1024),
         "rpc_cache": _int(raw, "rpc_cache_kb", 1024) or 0,
         "disk_rotational": {"1": True, "0": False}.get(raw.get("disk_rotational", "")),
         "nic": raw.get("nic", ""), "link_speed_mbps": _int(raw, "link_speed_mbps"),

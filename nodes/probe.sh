@@ -11,6 +11,7 @@ kv arch "$(uname -m)"
 kv hostname "$(hostname)"
 kv clock "$(date +%s.%N)"
 kv disk_free_kb "$(df -Pk "$dir" 2>/dev/null | awk 'NR==2 {print $4}')"
+kv disk_total_kb "$(df -Pk "$dir" 2>/dev/null | awk 'NR==2 {print $2}')"
 [ -d "$dir/cache/rpc" ] && kv rpc_cache_kb "$(du -sk "$dir/cache/rpc" 2>/dev/null | awk '{print $1}')"
 
 # A Mac answers through its own tools (nodes/platforms.py), in the keys below.

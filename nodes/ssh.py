@@ -200,11 +200,14 @@ def remote_path(path: str) -> str:
     return f"./{path}" if path.startswith("-") else path
 
 
-def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT) -> Result:
-    """Run `argv` (each part quoted) in the login user's home; raises SSHError on failure to run."""
+def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT, feed: str = "") -> Result:
+    """Run `argv` (each part quoted) in the login user's home, `feed` on its standard input; raises SSHError on
+    failure to run. A long list goes through `feed`: one argument of a command line holds at most 128 KiB."""
     try:
         stdin, stdout, stderr = pooled(target).exec_command(shlex.join(argv), timeout=timeout)
-        stdin.close()
+        if feed:
+            stdin.write(feed.encode())
+        stdin.close()  # and the end of input: a script reading it stops there
         out, err = stdout.read().decode(errors="replace"), stderr.read().decode(errors="replace")
         return Result(stdout.channel.recv_exit_status(), out, err)
     except TimeoutError:
@@ -215,9 +218,9 @@ def run(target: SSHTarget, argv: list[str], timeout: float = COMMAND_TIMEOUT) ->
         raise SSHError(f"Lost the connection to {target.host} running `{argv[0]}`: {exc}") from None
 
 
-def sh(target: SSHTarget, script: str, *args: str, timeout: float = COMMAND_TIMEOUT) -> Result:
-    """Run a fixed shell script; values reach it only as quoted positional arguments ($1, $2...)."""
-    return run(target, ["sh", "-c", script, "sh", *args], timeout=timeout)
+def sh(target: SSHTarget, script: str, *args: str, timeout: float = COMMAND_TIMEOUT, feed: str = "") -> Result:
+    """Run a fixed shell script; values reach it only as quoted positional arguments ($1, $2...) or `feed`."""
+    return run(target, ["sh", "-c", script, "sh", *args], timeout=timeout, feed=feed)
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,5 @@
-"""Celery's entry into laptop work: one task runs one NodeAction, start to finish.
+"""Celery's entry into laptop work: one task runs one NodeAction, start to finish; and the laptops' caches,
+cleaned after each deployment and periodically (celery beat), without an action each.
 
 Whatever goes wrong after an action is claimed, it ends FAILED with the reason.
 An action a worker was running when it stopped (killed, or the machine went
@@ -21,7 +22,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusterpanel.models import User
-from nodes import actions, ssh
+from nodes import actions, cleaning, rpccache, ssh
 from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus
 
 log = logging.getLogger(__name__)
@@ -204,3 +205,44 @@ def answering(app, workers: set[str]) -> set[str]:
         return set()
     replies = app.control.ping(destination=sorted(workers), timeout=1) or []
     return {name for reply in replies for name in reply} & workers
+
+
+
+def clean_soon(nodes: list[Node], why: str) -> None:
+    """Clean these laptops' caches in a worker (after a deployment filled them); never fails the caller."""
+    try:
+        clean_caches.delay([node.pk for node in nodes], why)
+    except OperationalError as exc:
+        log.warning("could not ask a worker to clean the caches of %s: %s", ", ".join(map(str, nodes)), exc)
+
+
+@shared_task
+def clean_caches(node_ids: list[int] | None = None, why: str = "periodic clean") -> int:
+    """These laptops' caches (None: every ready laptop's, as celery beat asks every CACHE_CLEAN_EVERY_S), side by
+    side; how many were cleaned. No action row each: one per deployment and per hour would bury the laptops'
+    actions; the outcome, or why it failed, goes on each laptop's cache state, which its page shows."""
+    if node_ids is None:
+        node_ids = list(Node.objects.filter(status=NodeStatus.READY).values_list("pk", flat=True))
+    with ThreadPoolExecutor(max_workers=max(1, min(len(node_ids), SIDE_BY_SIDE))) as pool:
+        return sum(pool.map(lambda pk: clean_in_thread(pk, why), node_ids))
+
+
+def clean_in_thread(node_id: int, why: str) -> bool:
+    try:
+        return clean_one(node_id, why)
+    finally:
+        connections.close_all()  # this thread's own
+
+
+def clean_one(node_id: int, why: str) -> bool:
+    node = Node.objects.filter(pk=node_id).first()
+    if node is None or node.status == NodeStatus.HOST_KEY_CHANGED:
+        return False
+    try:
+        cleaning.clean(node, why)
+        return True
+    except (cleaning.CleanRefused, rpccache.CacheError, ssh.SSHError) as exc:
+        log.warning("cleaning %s's cache (%s) failed: %s", node, why, exc)
+        failed = {**node.cache_state, "failed": str(exc), "failed_at": timezone.now().isoformat(), "why": why}
+        Node.objects.filter(pk=node.pk).update(cache_state=failed)
+        return False

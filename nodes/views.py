@@ -1,3 +1,6 @@
+from datetime import UTC, datetime
+
+from django.conf import settings
 from django.contrib import messages
 from django.core import signing
 from django.http import HttpRequest, HttpResponse, JsonResponse
@@ -20,6 +23,7 @@ from nodes.tasks import enqueue
 APPROVAL_SALT = "clusterpanel.nodes.approve-host-key"
 USER_ACTIONS = [ActionKind.PROBE, ActionKind.INSTALL_RUNTIME, ActionKind.BUILD_RUNTIME, ActionKind.NETWORK_CHECK,
                 ActionKind.MEASURE_SPEED]
+ALLOWED = [*USER_ACTIONS, ActionKind.CLEAN_CACHE]  # cleaning has its button on the cache's card
 ASKED_FIRST = {ActionKind.BUILD_RUNTIME}  # what takes the laptop's every core for minutes says so first
 SEVERITY = {"error": 0, "warn": 1, "ok": 2}
 
@@ -77,8 +81,19 @@ def node_detail(request: HttpRequest, name: str) -> HttpResponse:
         "actions": node.actions.all()[:10], "servers": node.rpc_servers.all(),
         "kinds": USER_ACTIONS, "link": node.link_checks.first(),
         "devices": devices.rows(node), "gpu_unused": devices.idle_gpu(node),
-        "flags": node.power_flags(metrics.fresh(node.pk)),
+        "flags": node.power_flags(metrics.fresh(node.pk)), "cache": cache_shown(node),
+        "cache_percent": settings.CACHE_CAP_PERCENT,
     })
+
+
+def cache_shown(node: Node) -> dict:
+    """The cache as last listed, its moments as datetimes for the page."""
+    state = dict(node.cache_state)
+    for key in ("checked", "failed_at"):
+        state[key] = datetime.fromisoformat(state[key]) if state.get(key) else None
+    state["models"] = [{**row, "used": datetime.fromtimestamp(row["used"], UTC) if row["used"] else None}
+                       for row in state.get("models", [])]
+    return state
 
 
 @lab_admin_required
@@ -121,7 +136,7 @@ def remove_node(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def node_action(request: HttpRequest, name: str, kind: str) -> HttpResponse:
     node = get_object_or_404(Node, name=name)
-    if kind not in USER_ACTIONS:
+    if kind not in ALLOWED:
         messages.error(request, "That is not something the panel can do to a laptop.")
     elif kind in ASKED_FIRST and request.POST.get("confirmed") != "1":
         return confirm.ask(request, f"Build the runtime on {node.name}?", build_here.consequences(node.install_dir),

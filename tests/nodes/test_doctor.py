@@ -1,5 +1,9 @@
 """The doctor explains what is wrong with a laptop, in plain words, with the fix."""
 
+from datetime import timedelta
+
+from django.utils import timezone
+
 from nodes.doctor import ERROR, OK, WARN, diagnose
 from nodes.models import ActionKind, LinkCheck, Node, NodeStatus, Probe, RpcServer, ServerStatus
 from tests.conftest import PASSWORD
@@ -63,10 +67,26 @@ def test_it_shows_the_doctor_page_to_an_admin(client, alice, db):
 
 
 def test_it_shows_the_tensor_cache_size_and_how_to_reclaim_it(db, runtime_bundle):
-    node = Node.objects.create(name="warm", host="10.0.0.7", username="u", host_key=KEY)
+    node = Node.objects.create(name="warm", host="10.0.0.7", username="u", host_key=KEY, cache_cap=40 * 2**30)
     Probe.objects.create(node=node, facts={**TROUBLED, "rpc_cache": 3 * 2**30})
     finding = by_title(diagnose(node, runtime_bundle), "tensor cache")[0]
-    assert "3.0 GiB" in finding.title and "rm -rf ~/.clusterpanel/cache/rpc" in finding.fix
+    assert "3.0 GiB" in finding.title and "40.0 GiB, set by hand" in finding.detail
+    assert "Clean now" in finding.fix
+
+
+def test_it_warns_when_the_laptops_disk_is_nearly_full_by_its_newest_reading(db, runtime_bundle):
+    node = Node.objects.create(name="full", host="10.0.0.7", username="u", host_key=KEY)
+    Probe.objects.create(node=node, facts={**TROUBLED, "disk_free": 1 * 2**30, "disk_total": 500 * 2**30})
+    finding = by_title(diagnose(node, runtime_bundle), "Disk nearly full")[0]
+    assert finding.level == WARN and "1.0 GiB free of 500.0 GiB" in finding.title and "Clean the cache" in finding.fix
+    node.probes.update(facts={**TROUBLED, "disk_free": 20 * 2**30, "disk_total": 500 * 2**30})
+    assert by_title(diagnose(node, runtime_bundle), "Disk nearly full"), "4% free of a large disk"
+    node.probes.update(facts={**TROUBLED, "disk_free": 30 * 2**30, "disk_total": 500 * 2**30})
+    assert not by_title(diagnose(node, runtime_bundle), "Disk nearly full"), "6% free, and 30 GiB"
+    node.cache_state = {"checked": (timezone.now() + timedelta(minutes=1)).isoformat(), "free": 2**30 // 2,
+                        "disk": 500 * 2**30, "cache": 29 * 2**30}
+    finding = by_title(diagnose(node, runtime_bundle), "Disk nearly full")[0]
+    assert "512 MiB free" in finding.title and "29.0 GiB" in finding.detail, "the cache's newer listing counts"
 
 
 def test_it_tells_an_admin_whose_laptop_reports_amx_that_rpc_server_does_not_use_it(db, runtime_bundle):

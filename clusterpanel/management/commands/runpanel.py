@@ -88,6 +88,9 @@ class Command(BaseCommand):
         processes["web"] = (f"{python} -m clusterpanel.webserver -b {shlex.quote(host)} -p {port} {proxied}"
                             "clusterpanel.asgi:application")
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
+        # Periodic tasks (settings.CELERY_BEAT_SCHEDULE: the laptops' caches cleaned every hour); one beat only.
+        schedule = shlex.quote(str(settings.RUN_DIR / "celerybeat-schedule"))
+        processes["beat"] = f"{python} -m celery -A clusterpanel beat --loglevel INFO --schedule {schedule}"
         processes["supervisor"] = f"{python} manage.py supervise"
         processes["metrics"] = f"{python} manage.py metrics"
         if self.demo_wanted():
