@@ -79,7 +79,7 @@ def chosen(value, conversation: Conversation, tokens: int) -> tuple[Deployment, 
     ran its last turn unless that one is much slower (jobs/queue/routing.py)."""
     if not (isinstance(value, str) and value.startswith(MODEL)):
         return ready_deployment(value), None
-    name = value.removeprefix(MODEL)
+    name = typed_text(value, "model").removeprefix(MODEL)  # a NUL would reach the database's query
     home = routing.conversation_home(conversation.pk)
     found = routing.pick(name, tokens, home=home) or next(iter(routing.replicas(name, offline_too=True)), None)
     if found is None:  # one whose laptop is offline is found above: sending to it says why it cannot answer now
