@@ -53,6 +53,8 @@ def test_a_failing_replica_hands_its_routed_waiting_jobs_over_and_their_listener
     assert Job.objects.get(pk=pinned.pk).deployment == first, "sent to that deployment: it stays"
     assert Job.objects.get(pk=running.pk).deployment == first, "running: recovery's, not failover's"
     assert queueing.position(Job.objects.get(pk=routed[0].pk)) == 1, "first in line where it went"
+    assert queueing.claim(routed[0].pk, first.pk) is None, "the engine it left cannot take it any more"
+    assert queueing.claim_next(first.pk) == pinned and queueing.claim_next(first.pk) is None
 
 
 def test_with_no_other_replica_answering_the_jobs_stay(replicas, bob):
