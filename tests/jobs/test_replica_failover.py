@@ -1,18 +1,23 @@
 """A replica that fails hands its waiting jobs to the others: the jobs routed by model move, in queue order, to
 the replica that answers soonest, their listeners still listening (the job keeps its id) and told of the move,
 the move written in the job; jobs sent to that one deployment stay, and so does everything when no other replica
-answers. A job a laptop's death failed is retried on another replica; one left on a stopped replica when the
-panel starts moves too. A stream that follows a retry mid-answer sends only what the client does not have, and
+answers. A job a laptop's death failed is retried on another replica; an engine that restarts under its jobs
+sends its routed ones elsewhere; routed jobs left on a stopped replica move when the supervisor stops its engine,
+or when the panel starts. A stream that follows a retry mid-answer sends only what the client does not have, and
 stops in words when the retry says something else. No laptops: deployments are rows."""
+
+import subprocess
 
 from asgiref.sync import async_to_sync, sync_to_async
 
 from jobs.api.openai_views import Caught, text_parted
-from jobs.engine import recovery
+from jobs.engine import child, recovery
+from jobs.engine.workers import Engines
 from jobs.models import STOPPED, Job, JobKind, JobStatus
 from jobs.queue import failover, queueing, routing
 from jobs.queue.listen import JobEvents
 from models_app.models import Deployment, DeploymentStatus
+from tests.jobs.conftest import as_engine_child
 from tests.jobs.test_replica_routing import HI
 
 WHY = "desk-1 stopped answering"
@@ -119,3 +124,26 @@ def test_a_stream_following_a_retry_sends_only_what_the_client_lacks():
     assert not text_parted({**done, "output": "Hello, world!"}, Caught("Hello, world"))
     assert not text_parted({**done, "status": JobStatus.FAILED, "output": ""}, Caught("Hello")), \
         "a failure is told as a failure"
+
+
+def test_an_engine_that_restarts_under_its_jobs_sends_its_routed_ones_elsewhere(replicas, bob, monkeypatch,
+                                                                               transactional_db):
+    first, second = replicas
+    running, waiting = job(first, bob, JobStatus.RUNNING, attempts=1), job(first, bob)
+    monkeypatch.setattr(recovery, "dead_laptops", lambda deployment: {})  # the engine itself stopped
+    as_engine_child(first, monkeypatch)
+    child.on_child_start()
+    for moved in Job.objects.filter(pk__in=[running.pk, waiting.pk]):
+        assert moved.status == JobStatus.QUEUED and moved.deployment == second, (moved.pk, moved.status)
+    assert Deployment.objects.get(pk=first.pk).engine["state"] == "restarting", "no new job is routed to it"
+
+
+def test_the_supervisor_stopping_a_stopped_replicas_engine_moves_its_routed_jobs(replicas, bob, transactional_db):
+    first, second = replicas
+    routed, pinned = job(first, bob), job(first, bob, routed=False)
+    first.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
+    engines = Engines()
+    engines.running[first.pk] = (first.revision, subprocess.Popen(["sleep", "60"], start_new_session=True))
+    engines.stop(first.pk)
+    assert Job.objects.get(pk=routed.pk).deployment == second
+    assert Job.objects.get(pk=pinned.pk).status == JobStatus.FAILED, "sent to that deployment: it ends with it"
