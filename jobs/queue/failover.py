@@ -2,12 +2,12 @@
 
 When a deployment's engine stops under its jobs (a laptop died, the engine itself died), or the deployment goes
 degraded, fails or stops, each of its QUEUED jobs that was routed by model (jobs/queue/routing.py) moves to the
-replica of that model that will answer it soonest, the failing one left out. The job keeps its id, so whoever
-listens to it (an SSE response, the chat page's socket) goes on listening: its events travel on the job's own
-channel, whatever deployment runs it (jobs/queue/stream.py). The move is a guarded update (the job still QUEUED
-on the failing deployment), written in the job's `params["routing"]["moves"]` and told to its listeners as a
-"moved" event. Jobs sent to one deployment by their caller stay, and so do routed jobs with no other replica to
-go to: they wait for recovery as before, or fail with their deployment.
+ready replica of that model that will answer it soonest (not a degraded one: it is being recovered too). The job
+keeps its id, so whoever listens to it (an SSE response, the chat page's socket) goes on listening: its events
+travel on the job's own channel, whatever deployment runs it (jobs/queue/stream.py). The move is a guarded update
+(the job still QUEUED on the failing deployment), written in the job's `params["routing"]["moves"]` and told to its
+listeners as a "moved" event. Jobs sent to one deployment by their caller stay, and so do routed jobs with no other
+replica to go to: they wait for recovery as before, or fail with their deployment.
 """
 
 import logging

@@ -80,8 +80,11 @@ def replicas(model_name: str, offline_too: bool = False) -> list[Deployment]:
 def pick(model_name: str, tokens: int | None = None, home: int | None = None,
          leaving: int | None = None) -> Deployment | None:
     """The replica of `model_name` that will answer soonest; `home` (a deployment id holding a conversation's
-    prefix) kept unless much slower; `leaving` (a failing replica) never. None when no replica can answer now."""
-    candidates = [deployment for deployment in replicas(model_name) if deployment.pk != leaving]
+    prefix) kept unless much slower. With `leaving` (a failing replica, whose jobs move), only the other ready
+    ones: a degraded one is being recovered too, and moving jobs there would move them again. None when no
+    replica can answer now."""
+    candidates = [deployment for deployment in replicas(model_name) if deployment.pk != leaving
+                  and (leaving is None or deployment.status == DeploymentStatus.READY)]
     if not candidates:
         return None
     ranked = sorted(estimates(candidates, tokens or DEFAULT_TOKENS), key=lambda estimate: estimate.order)

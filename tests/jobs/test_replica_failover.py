@@ -64,8 +64,10 @@ def test_a_failing_replica_hands_its_routed_waiting_jobs_over_and_their_listener
 
 def test_with_no_other_replica_answering_the_jobs_stay(replicas, bob):
     first, second = replicas
-    second.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
     waiting = job(first, bob)
+    second.set_status(DeploymentStatus.DEGRADED, "lab-2 failed. Re-planning.")
+    assert failover.move_waiting(first, WHY) == [], "one being recovered too is no place to move to"
+    second.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
     assert failover.move_waiting(first, WHY) == []
     assert Job.objects.get(pk=waiting.pk).deployment == first
 
