@@ -5,7 +5,10 @@ first token (or its end) before it answers, so a prompt too long for the context
 is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
 for the whole answer. A client that goes away takes its job with it. A job that a
 laptop's death failed before anything was sent is followed to its retry, so the
-client gets the retried answer rather than the failure.
+client gets the retried answer rather than the failure; a stream that had sent part
+of the answer follows the retry too and sends what the client does not have, when
+the retry says the same again (`Caught`). A model's name goes to its replica that
+answers soonest (jobs/queue/routing.py).
 """
 
 import json
