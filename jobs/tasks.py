@@ -2,7 +2,7 @@ from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
 from jobs.engine import child, runner, serve
-from jobs.queue import queueing
+from jobs.queue import failover, queueing
 
 
 @worker_process_init.connect
@@ -15,11 +15,12 @@ def settle_on_start(**kwargs) -> None:
 @worker_ready.connect
 def settle_abandoned_on_start(**kwargs) -> None:
     """When an ordinary worker starts (the panel starts): deployments whose preparing process ended fail,
-    then jobs left on deployments that are gone end."""
+    then jobs left on deployments that are gone move to another replica or end."""
     if runner.deployment_id() is None:
         from models_app import deploy  # imported here, like recovery below: tasks load in every worker
 
         deploy.settle_interrupted()
+        failover.rescue_abandoned()  # routed jobs waiting on them go to a replica that answers
         queueing.settle_abandoned()
 
 

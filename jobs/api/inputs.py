@@ -5,13 +5,14 @@ Every refusal is an InputError naming the field at fault, never a crash.
 """
 
 import json
+from dataclasses import dataclass
 
 from django.core.exceptions import RequestDataTooBig
 from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from jobs.params import NOT_TEXT, unicode_text
-from jobs.queue import queueing
+from jobs.queue import queueing, routing
 from models_app.models import Deployment
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -78,17 +79,32 @@ def text(value: str, param: str) -> str:
     return value
 
 
-def deployment_for(model) -> Deployment:
-    """The ready deployment a model id names (a model's name or `deployment-<id>`); none given: the default."""
+@dataclass(frozen=True)
+class Target:
+    deployment: Deployment
+    model: str | None  # the model it was routed by (jobs/queue/routing.py); None: the caller named the deployment
+
+
+def deployment_for(model, tokens: int | None = None) -> Deployment:
+    return target_for(model, tokens).deployment
+
+
+def target_for(model, tokens: int | None = None) -> Target:
+    """Where a request for a model id goes (a model's name or `deployment-<id>`; none given: the default's model).
+    A model's name goes to its replica that will answer soonest (`routing.pick`); `deployment-<id>` to that one."""
     if model is not None and not isinstance(model, str):
         raise InputError("model must be a string.", "model")
     usable = list(queueing.usable_deployments(offline_too=True))
     if not usable:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
                          "model_not_available", status=503)
-    named = [deployment for deployment in usable if not model or model in deployment.model_ids]
-    if named:  # one whose laptops are all online first; else one that is offline for now, which queueing refuses
-        return next((deployment for deployment in named if not deployment.offline_laptops()), named[0])
+    pinned = next((deployment for deployment in usable if model == f"deployment-{deployment.pk}"), None)
+    if pinned is not None:
+        return Target(pinned, None)
+    name = model or next((d for d in usable if not d.offline_laptops()), usable[0]).model.name
+    named = [deployment for deployment in usable if deployment.model.name == name]
+    if named:  # none online: one that is offline for now, which queueing refuses in words
+        return Target(routing.pick(name, tokens) or named[0], name)
     ready = ", ".join(sorted({name for d in usable for name in d.model_ids}))
     raise InputError(f"The model {model!r} does not exist or is not deployed and ready. Ready: {ready}.",
                      "model", "model_not_found", status=404)

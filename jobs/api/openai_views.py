@@ -5,12 +5,16 @@ first token (or its end) before it answers, so a prompt too long for the context
 is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
 for the whole answer. A client that goes away takes its job with it. A job that a
 laptop's death failed before anything was sent is followed to its retry, so the
-client gets the retried answer rather than the failure.
+client gets the retried answer rather than the failure; a stream that had sent part
+of the answer follows the retry too and sends what the client does not have, when
+the retry says the same again (`Caught`). A model's name goes to its replica that
+answers soonest (jobs/queue/routing.py).
 """
 
 import json
 import logging
 import time
+from collections import Counter
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -24,7 +28,7 @@ from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing
+from jobs.queue import queueing, routing
 from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
 
 log = logging.getLogger(__name__)
@@ -71,14 +75,18 @@ async def models(request: HttpRequest) -> HttpResponse:
 
 
 def model_list() -> list[dict]:
+    """Each model once (its default or newest deployment's figures) with how many replicas are ready, then each
+    deployment as `deployment-<id>`."""
+    usable = list(queueing.usable_deployments())
+    replicas = Counter(deployment.model.name for deployment in usable)
     seen, listed = set(), []
-    for deployment in queueing.usable_deployments():
+    for deployment in usable:
         for name in deployment.model_ids:
             if name not in seen:
                 seen.add(name)
                 listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
                                "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
-                               "slots": deployment.slots})
+                               "slots": deployment.slots, "replicas": replicas.get(name, 1)})
     return listed
 
 
@@ -113,10 +121,11 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
 
 
 def submit(user, wanted: Request) -> tuple[Job, str]:
-    deployment = inputs.deployment_for(wanted.model)
-    generation = openai_api.generation_params(wanted, deployment.ctx)
+    target = inputs.target_for(wanted.model, wanted.generation.get("max_tokens"))
+    deployment = target.deployment
+    generation = openai_api.generation_params(wanted, deployment.ctx).as_dict()
     job = Job(kind=wanted.kind, deployment=deployment, user=user, messages=wanted.messages, prompt=wanted.prompt,
-              params=generation.as_dict())
+              params=routing.routed(generation, target.model) if target.model else generation)
     try:
         queueing.submit(job)
     except queueing.QueueError as exc:
@@ -205,13 +214,28 @@ class Answer:
         try:
             if self.shapes.chat:
                 yield data(self.shapes.chunk(role=True))
-            async for event in self.all_events():
-                if event["event"] == "token":
-                    sent.append(event["text"])
-                    yield data(self.shapes.chunk(event["text"]))
-                elif event["event"] == "done":
-                    for line in self.closing(event, "".join(sent)):
-                        yield line
+            while True:
+                caught, events, event = Caught("".join(sent)), self.all_events(), {}
+                async for event in events:
+                    if event["event"] == "token":
+                        text = caught.new(event["text"])
+                        if text is None:
+                            break
+                        if text:
+                            sent.append(text)
+                            yield data(self.shapes.chunk(text))
+                    elif event["event"] == "done":
+                        break
+                await events.aclose()
+                if event["event"] == "done" and event.get("status") == JobStatus.FAILED and await self.follow():
+                    continue  # the retry's events, from where the client's text ends
+                if text_parted(event, caught):
+                    yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
+                    yield "data: [DONE]\n\n"
+                    return
+                for line in self.closing(event, "".join(sent)):
+                    yield line
+                return
         except StreamLost as exc:  # the client hears why the stream ends, rather than a cut connection
             log.warning("job %s: stream ended: %s", self.job.pk, exc)
             yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
@@ -219,6 +243,20 @@ class Answer:
             yield "data: [DONE]\n\n"
         finally:
             await self.end()
+
+    async def follow(self) -> bool:
+        """After a failure mid-answer: listen to its retry instead, once recovery queues one (on another replica
+        of the model, for a request routed by model); False when none comes."""
+        again = await self.retried()
+        if again is None:
+            return False
+        await self.end()
+        self.job = await sync_to_async(Job.objects.get)(pk=again)
+        self.listener, self.head = JobEvents(again), []
+        self.events = None
+        await self.listener.open()
+        self.events = self.listener.events()
+        return True
 
     async def all_events(self) -> AsyncIterator[dict]:
         for event in self.head:
@@ -237,6 +275,35 @@ class Answer:
         if self.wanted.include_usage:
             lines.append(data(self.shapes.usage_chunk(done)))
         return [*lines, "data: [DONE]\n\n"]
+
+
+class Caught:
+    """A retry's text against what the client already got of the failed attempt: what it has is not sent again,
+    and a retry that says something else is found out (`new` gives None). Greedy and seeded requests give the
+    same text again, mostly (docs/benchmarks.md, "Batched kernels and greedy answers"); sampled ones do not."""
+
+    def __init__(self, sent: str) -> None:
+        self.sent, self.made = sent, ""
+
+    def new(self, text: str) -> str | None:
+        before = len(self.made)
+        self.made += text
+        if len(self.made) <= len(self.sent):
+            return "" if self.sent.startswith(self.made) else None
+        return self.made[max(before, len(self.sent)):] if self.made.startswith(self.sent) else None
+
+
+def text_parted(event: dict, caught: Caught) -> bool:
+    """The stream stopped on a token the client cannot be given, or its retry ended on other text than was sent."""
+    if event["event"] != "done":
+        return True
+    output = event.get("output") or ""
+    return bool(caught.sent) and event.get("status") == JobStatus.SUCCEEDED and not output.startswith(caught.sent)
+
+
+PARTED = ("A laptop failed in the middle of this answer and its retry said something else than what was already "
+          "sent (a sampled answer is not given twice), so the answer stops here. Send the request again, or send "
+          "it with temperature 0 or a seed to be given the rest.")
 
 
 def data(body: dict) -> str:

@@ -11,7 +11,7 @@ from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
 from jobs.models import Job, JobKind
-from jobs.queue import queueing
+from jobs.queue import queueing, routing
 from models_app.models import Deployment
 
 router = Router()
@@ -48,7 +48,11 @@ class JobIn(Input):
     params: dict[str, Any] | None = Field(None, description=(
         "temperature, top_p, top_k, max_tokens, seed, stop, repeat_penalty; checked as everywhere in the panel "
         "(an unknown one is refused)."))
-    deployment: int | None = Field(None, description="A deployment's id; none: the default ready one.")
+    model: str | None = Field(None, max_length=200, description=(
+        "A model's name: its ready replica that will answer soonest runs the job, and another takes it over if "
+        "that one fails while it waits. `deployment-<id>` names one deployment."))
+    deployment: int | None = Field(None, description=(
+        "A deployment's id: the job runs there and nowhere else. Neither this nor model: the default model."))
 
 
 class Timings(Schema):
@@ -121,9 +125,13 @@ def new_job(user, payload: JobIn) -> Job:
         if payload.prompt is None:
             raise ApiError("prompt: a completion needs a prompt (a string).", field="prompt")
         job.prompt = payload.prompt
-    checked_params(payload.params, None)  # bad input is refused before a deployment is looked for
-    job.deployment = chosen_deployment(payload.deployment)
+    wanted = checked_params(payload.params, None)  # bad input is refused before a deployment is looked for
+    if payload.model is not None and payload.deployment is not None:
+        raise ApiError("Give a model or a deployment, not both.", field="deployment")
+    job.deployment, routed_by = chosen_deployment(payload.deployment, payload.model, wanted.max_tokens)
     job.params = checked_params(payload.params, job.deployment.ctx).as_dict()
+    if routed_by:
+        job.params = routing.routed(job.params, routed_by)
     return job
 
 
@@ -135,17 +143,19 @@ def checked_params(raw: dict | None, ctx: int | None) -> params.Params:
         raise ApiError(str(exc), field=f"params.{exc.param}" if exc.param else "params") from None
 
 
-def chosen_deployment(pk: int | None) -> Deployment:
+def chosen_deployment(pk: int | None, model: str | None, tokens: int) -> tuple[Deployment, str | None]:
+    """The deployment a job goes to, and the model it was routed by (None: the caller chose the deployment)."""
     try:
         if pk is None:
-            return inputs.deployment_for(None)
+            target = inputs.target_for(model, tokens)
+            return target.deployment, target.model
         deployment = Deployment.objects.filter(pk=pk).first() if 0 < pk < 2**63 else None
         if deployment is None:
             raise ApiError(f"There is no deployment {pk}.", 404, "deployment")
         queueing.check_deployment(deployment)
-        return deployment
+        return deployment, None
     except InputError as exc:
-        raise ApiError(str(exc), exc.status, "deployment") from None
+        raise ApiError(str(exc), exc.status, "model" if model is not None else "deployment") from None
     except queueing.QueueError as exc:
         raise ApiError(str(exc), 409, "deployment") from None
 

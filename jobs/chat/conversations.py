@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
-from jobs.queue import queueing
+from jobs.queue import queueing, routing
 from models_app.models import Deployment, DeploymentStatus
 
 MAX_MESSAGE_CHARS = 32_000
@@ -70,6 +70,23 @@ def history(conversation: Conversation) -> list[dict]:
     return messages
 
 
+MODEL = "model:"  # the page's choice of a model (any of its replicas) rather than of one deployment
+
+
+def chosen(value, conversation: Conversation, tokens: int) -> tuple[Deployment, str | None]:
+    """Where the page's choice sends the next turn, and the model it was routed by (None: the user chose one
+    deployment). A model goes to its replica that answers soonest, the conversation kept on the replica that
+    ran its last turn unless that one is much slower (jobs/queue/routing.py)."""
+    if not (isinstance(value, str) and value.startswith(MODEL)):
+        return ready_deployment(value), None
+    name = typed_text(value, "model").removeprefix(MODEL)  # a NUL would reach the database's query
+    home = routing.conversation_home(conversation.pk)
+    found = routing.pick(name, tokens, home=home) or next(iter(routing.replicas(name, offline_too=True)), None)
+    if found is None:  # one whose laptop is offline is found above: sending to it says why it cannot answer now
+        raise ChatError(f"No deployment of {name[:80]} is ready; choose another model.")
+    return found, name
+
+
 def ready_deployment(value) -> Deployment:
     """The ready deployment the page chose: its id, as a number or the select's string."""
     if isinstance(value, str) and value.isascii() and value.isdigit() and len(value) <= 18:
@@ -105,7 +122,8 @@ def set_system_prompt(conversation: Conversation, value) -> None:
         conversation.save(update_fields=["system_prompt"])
 
 
-def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment) -> Job:
+def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment,
+        routed_by: str | None = None) -> Job:
     text = text.strip()
     if not text:
         raise ChatError("Type a message first.")
@@ -126,7 +144,7 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
             conversation.save(update_fields=["deployment", "params", "updated"])
             job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,
                       messages=[*history(conversation), {"role": "user", "content": text}],
-                      params=params.as_dict())
+                      params=routing.routed(params.as_dict(), routed_by) if routed_by else params.as_dict())
             queueing.submit(job)
     except queueing.QueueError as exc:
         raise ChatError(str(exc)) from None

@@ -1,6 +1,7 @@
 """The chat page: a signed-in user's conversations with a ready deployment."""
 
 import json
+from collections import Counter
 
 from django.contrib import messages
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
@@ -38,10 +39,12 @@ def new_conversation(request: HttpRequest) -> HttpResponse:
 def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = own_conversation(request, pk)
     deployments = list(queueing.usable_deployments())
-    chosen = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
+    models = Counter(deployment.model.name for deployment in deployments)  # each model's ready replicas
+    last = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
     return render(request, "jobs/chat.html", {
         "conversation": conversation, "conversations": request.user.conversations.all()[:50],
-        "turns": conversations.turns(conversation), "deployments": deployments, "chosen": chosen,
+        "turns": conversations.turns(conversation), "deployments": deployments, "models": sorted(models.items()),
+        "chosen": f"{conversations.MODEL}{last.model.name}" if last else "",
         "params": {**conversations.Params().as_dict(), **conversation.params}, "limits": LIMITS,
     })
 
@@ -58,9 +61,10 @@ def send(request: HttpRequest, pk: int) -> JsonResponse:
         return refused("The request was not the JSON the page sends; reload the page.")
     try:
         params = validate(body.get("params") if isinstance(body.get("params"), dict) else {})
-        deployment = conversations.ready_deployment(body.get("deployment"))
+        deployment, routed_by = conversations.chosen(body.get("deployment"), conversation, params.max_tokens)
         conversations.set_system_prompt(conversation, body.get("system_prompt"))
-        job = conversations.ask(conversation, conversations.typed_text(body.get("text"), "message"), params, deployment)
+        job = conversations.ask(conversation, conversations.typed_text(body.get("text"), "message"), params,
+                                deployment, routed_by)
     except ParamError as exc:
         return refused(str(exc), exc.param)
     except conversations.ChatError as exc:

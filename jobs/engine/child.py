@@ -3,7 +3,9 @@
 A job still RUNNING was interrupted — by a laptop whose rpc-server died (then the job fails naming it and is
 retried: this child reloads the same plan when every such server is running again, else the deployment is
 re-planned, jobs/engine/recovery.py), or by the engine itself (then the job runs again; its result was never
-stored). Then every queued job's message is sent again, since some may have died with the predecessor.
+stored). Jobs routed by model go to another replica of the model, if one answers, rather than wait for this
+one's reload or recovery (jobs/engine/recovery.py `hand_off`, jobs/queue/failover.py). Then every queued job's
+message is sent again, since some may have died with the predecessor.
 """
 
 from django.db import close_old_connections
@@ -11,7 +13,7 @@ from django.db import close_old_connections
 from jobs import messages
 from jobs.engine import recovery, runner
 from jobs.models import Job, JobStatus
-from jobs.queue import queueing
+from jobs.queue import failover, queueing
 from models_app.models import Deployment
 
 
@@ -23,13 +25,17 @@ def on_child_start() -> None:
         return
     interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
     if interrupted:
+        runner.set_engine(deployment, state="restarting")  # routing sends no new job here until it has loaded
         dead = recovery.dead_laptops(deployment)
+        if dead:
+            interrupted = recovery.hand_off(deployment, dead, interrupted)
         if dead and not recovery.all_back(deployment, dead, interrupted):
             runner.State.retired = True
             recovery.laptops_died(deployment, dead, interrupted)
             return
         if not dead:
             run_again(interrupted)
+            failover.move_waiting(deployment, "its engine stopped and reloads the model")
     messages.load_engine(deployment.pk, deployment.queue)  # loading shows before the first job
     queueing.wake_all(deployment)
 

@@ -22,7 +22,7 @@ from clusterpanel.broadcast import broadcast
 from jobs import messages
 from jobs.engine import comeback, runner
 from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
-from jobs.queue import queueing, stream
+from jobs.queue import failover, queueing, routing, stream
 from models_app import deploy
 from models_app.models import Deployment, DeploymentStatus
 from models_app.planning import PlanningError, as_record, make_plan
@@ -74,6 +74,25 @@ def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
     return what
 
 
+def hand_off(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> list[Job]:
+    """Where the model has another replica, the interrupted jobs routed by model fail naming the laptops and are
+    retried there at once, rather than after this deployment's recovery, and its routed waiting jobs move there
+    (jobs/queue/failover.py). The interrupted jobs left (sent to this deployment, or with no other replica to go
+    to), for recovery as before."""
+    elsewhere = [job for job in interrupted if other_replica(job) is not None]
+    if elsewhere:
+        fail_interrupted(dead, elsewhere)
+        retry([job.pk for job in elsewhere])
+    failover.move_waiting(deployment, f"{', '.join(dead)} stopped answering")
+    return [job for job in interrupted if job not in elsewhere]
+
+
+def other_replica(job: Job) -> Deployment | None:
+    """The replica a routed job would be retried on, its own left out; None for a job sent to one deployment."""
+    model = routing.routed_model(job)
+    return routing.pick(model, job.params.get("max_tokens"), leaving=job.deployment_id) if model else None
+
+
 def all_back(deployment: Deployment, dead: dict[str, str], interrupted: list[Job]) -> bool:
     """When every dead laptop's rpc-server is running again (or is within comeback.BACK_WITHIN_S), nothing needs
     planning: the jobs fail naming the laptops and are retried at once, and the engine worker whose child died
@@ -109,6 +128,7 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
     except Exception as exc:  # no recovery comes: the jobs must not wait for a retry for ever
         not_retried(undecided([job.pk for job in interrupted]), f"Recovery could not be started ({exc}).")
         raise
+    failover.move_waiting(deployment, f"{', '.join(dead)} failed; its deployment is being re-planned")
 
 
 def recover(deployment: Deployment, dead: list[str], job_ids: list[int]) -> None:
@@ -209,7 +229,9 @@ def undecided(job_ids: list[int]) -> list[Job]:
 
 
 def fail_waiting(deployment: Deployment, why: str) -> None:
-    """Jobs still queued on a deployment that will not come back."""
+    """Jobs still queued on a deployment that will not come back: those routed by model move to another replica
+    if one answers; the others fail."""
+    failover.move_waiting(deployment, why)
     for job in Job.objects.filter(deployment=deployment, status=JobStatus.QUEUED):
         if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.FAILED, error=why,
                                                                          finished=timezone.now()):
@@ -218,9 +240,10 @@ def fail_waiting(deployment: Deployment, why: str) -> None:
 
 
 def retry(job_ids: list[int]) -> None:
-    """A new job for each failed one, as long as it has retries left (JOB_RETRIES, 1 by default)."""
+    """A new job for each failed one (none yet retried), as long as it has retries left (JOB_RETRIES, 1 by
+    default); one routed by model on another replica when one answers (`other_replica`), the move written down."""
     allowed = int(getattr(settings, "JOB_RETRIES", 1))
-    for job in Job.objects.filter(pk__in=job_ids, status=JobStatus.FAILED):
+    for job in Job.objects.filter(pk__in=job_ids, status=JobStatus.FAILED, retry__isnull=True):
         depth, earlier = 0, job
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
@@ -228,8 +251,13 @@ def retry(job_ids: list[int]) -> None:
             not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
                         else "Its batch was cancelled.")
             continue
-        again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
-                    prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
+        deployment, params = job.deployment, job.params
+        other = other_replica(job)
+        if other is not None:
+            deployment = other
+            params = routing.with_move(params, job.deployment_id, other.pk, "retried on another replica")
+        again = Job(kind=job.kind, deployment=deployment, user=job.user, messages=job.messages,
+                    prompt=job.prompt, params=params, retry_of=job, conversation=job.conversation,
                     batch=job.batch, line=job.line, custom_id=job.custom_id)
         try:
             queueing.submit(again)

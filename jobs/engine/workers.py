@@ -17,7 +17,7 @@ from pathlib import Path
 from django.conf import settings
 
 from jobs.engine.runner import ENV_DEPLOYMENT, ENV_REVISION
-from jobs.queue import queueing
+from jobs.queue import failover, queueing
 from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
@@ -103,6 +103,9 @@ class Engines:
         revision, worker = self.running.pop(pk)
         end_group(worker)
         log.info("engine for deployment %s (revision %s) stopped", pk, revision)
+        deployment = Deployment.objects.filter(pk=pk).first()
+        if deployment is not None and deployment.status != DeploymentStatus.READY:  # not a reload: it is going
+            failover.move_waiting(deployment, f"its deployment is {deployment.get_status_display().lower()}")
         queueing.settle_abandoned(pk)  # its engine is gone: jobs left on a stopped or failed deployment end now
 
     def close(self) -> None:

@@ -153,8 +153,8 @@ def claim_next(deployment_id: int, batch_allowed: bool = True) -> Job | None:
         first = next_in_line(deployment_id, batch_allowed)
         if first is None:
             return None
-        job = claim(first)
-        if job is not None:  # else cancelled a moment ago: the next one
+        job = claim(first, deployment_id)
+        if job is not None:  # else cancelled (or moved to another replica) a moment ago: the next one
             return job
 
 
@@ -165,11 +165,14 @@ def next_in_line(deployment_id: int, batch_allowed: bool) -> int | None:
     return first
 
 
-def claim(job_id: int) -> Job | None:
-    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken). An item of
-    a cancelled batch is cancelled instead, whenever it was queued (a retry that recovery queued as the batch
+def claim(job_id: int, deployment_id: int | None = None) -> Job | None:
+    """The job, now RUNNING and ours, or None if it is no longer queued (done, cancelled, or taken) or, with
+    `deployment_id`, no longer that deployment's (failover moved it: jobs/queue/failover.py). An item of a
+    cancelled batch is cancelled instead, whenever it was queued (a retry that recovery queued as the batch
     was being cancelled): the claim is where every run starts, so none slips past."""
     queued = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
+    if deployment_id is not None:
+        queued = queued.filter(deployment=deployment_id)
     taken = queued.filter(Q(batch__isnull=True) | Q(batch__cancelled__isnull=True)).update(
         status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1)
     if taken:

@@ -72,6 +72,7 @@ function follow(job, li) {
       }
       if (event.event === "queue") meta.textContent = `Waiting: number ${event.position} in the queue…`;
       else if (event.event === "status") meta.textContent = "Thinking…";
+      else if (event.event === "moved") meta.textContent = "Its replica failed: moved to another, waiting…";
       else if (event.event === "context") contextNote(li, event.dropped, event.ctx);
       else if (event.event === "token") {
         const following = nearTheEnd();

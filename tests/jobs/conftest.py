@@ -11,6 +11,7 @@ from models_app.library import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from nodes.models import ActionKind
 from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
+from tests.jobs.standins import engine
 from tests.nodes.laptops import register_all
 
 
@@ -23,6 +24,15 @@ def ready(db) -> Deployment:
             "stages": [{"machine": "head", "first": 0, "count": 2, "memory": {}, "usable": None}]}
     return Deployment.objects.create(model=model, ctx=1024, plan=plan, status=DeploymentStatus.READY,
                                      is_default=True)
+
+
+@pytest.fixture
+def replicas(ready) -> tuple[Deployment, Deployment]:
+    """`ready` and a second deployment of its model "tiny" (replicas), both idle with two slots, rows only."""
+    ready.engine, ready.slots = engine(), 2
+    ready.save(update_fields=["engine", "slots"])
+    return ready, Deployment.objects.create(model=ready.model, ctx=1024, plan=ready.plan, slots=2, engine=engine(),
+                                            status=DeploymentStatus.READY)
 
 
 def as_engine_child(deployment: Deployment, monkeypatch) -> None:

@@ -1,5 +1,7 @@
 """A deployment that is only a row: for pages and rules that need one ready, not a model running on laptops."""
 
+import time
+
 from models_app.models import Deployment, DeploymentStatus, GgufModel, ModelStatus
 
 
@@ -9,3 +11,9 @@ def ready_deployment(ctx: int = 1024, status: str = DeploymentStatus.READY) -> D
                                       architecture="llama", n_layer=2, n_embd=8, n_head=1, n_head_kv=1,
                                       context_length=4096, vocab_size=32, file_type="Q4_1", layer_bytes=[1, 1]))
     return Deployment.objects.create(model=model, ctx=ctx, plan={}, status=status)
+
+
+def engine(slots: int = 2, busy: int = 0, tokens_per_s: float = 0.0, age_s: float = 0.0) -> dict:
+    """What a ready engine reports (jobs/engine/runner.py set_engine), `age_s` ago."""
+    return {"state": "ready", "slots": slots, "busy": busy, "jobs": [], "tokens_per_s": tokens_per_s,
+            "at": time.time() - age_s}

@@ -68,10 +68,10 @@ def test_a_job_cancelled_between_being_chosen_and_claimed_is_passed_over(make, r
     first, second = make(), make()
     claim = queueing.claim
 
-    def cancelled_first(job_id: int):
+    def cancelled_first(job_id: int, deployment_id: int | None = None):
         if job_id == first.pk:
             queueing.cancel(first)  # the user's cancel lands just after claim_next chose this job
-        return claim(job_id)
+        return claim(job_id, deployment_id)
 
     monkeypatch.setattr(queueing, "claim", cancelled_first)
     assert queueing.claim_next(ready.pk).pk == second.pk

@@ -1,0 +1,174 @@
+"""Which replica answers a request that names a model: the one that will answer it soonest.
+
+A model may have several usable deployments (replicas) on disjoint laptops. For each, `estimate` guesses in
+seconds when a request of `tokens` tokens would have its whole answer, from four figures:
+
+- `slots`: how many answers its engine makes at once (the engine's report, else the deployment's setting);
+- `ahead`: its jobs RUNNING plus QUEUED, counted in the database (the engine's own `busy` lags by up to its
+  report interval, and a burst of requests must see each other at once to spread);
+- `speed`: tokens/s one answer gets there: the engine's measured total (`tokens_per_s`) over the answers it was
+  making (`busy`) while that figure is fresh (models_app/activity.STALE_S), else the speed of its last answers
+  (jobs of the last few minutes), else, never measured, its siblings' median (or DEFAULT_SPEED_TOKENS_S);
+- `not_serving_s`: a fixed cost for an engine that is not taking jobs now: loading or restarting
+  (LOADING_S) or a deployment being recovered (RECOVERING_S).
+
+    wait_s   = 0                                           if ahead < slots (a slot is free)
+             = (ahead - slots + 1) * tokens / (slots * speed)   otherwise
+    answer_s = not_serving_s + wait_s + tokens / speed
+
+A full engine ends `slots` answers every `tokens / speed` seconds, so one slot frees every
+tokens / (slots * speed) seconds, and the request needs `ahead - slots + 1` of them; then it takes its own
+tokens / speed. Every job ahead is taken to be as long as this request: the panel cannot know how long the
+others' answers will be, and since every term scales with `tokens`, the order of the replicas does not depend on
+it; only the seconds (the conversation margin below) do. Equal estimates go to the emptier replica (ahead per
+slot), then the older deployment, so a burst of requests alternates between idle replicas.
+
+A conversation stays on the replica that holds its prefix (its last job's deployment: that engine's sequence
+cache still has the earlier turns, jobs/engine/sequences.py) unless that one's estimate is more than twice the
+best's and more than KEEP_PREFIX_EXTRA_S longer. Elsewhere the whole conversation is read again: on laptops that
+is seconds for a long one, so a move must save clearly more than that; "twice" keeps noisy estimates of long
+queues from bouncing a conversation between replicas.
+
+A job routed here carries its model in `params["routing"]` (`routed_model`): failover (jobs/queue/failover.py) may
+move it to another replica of that model while it waits; a job sent to one deployment (`deployment-<id>`, the
+API's `deployment`, a deployment chosen on the chat page) stays there.
+"""
+
+import statistics
+import time
+from dataclasses import dataclass
+from datetime import timedelta
+
+from django.db.models import Count
+from django.utils import timezone
+
+from jobs.models import Job, JobStatus
+from jobs.queue import queueing
+from models_app.activity import STALE_S, number, whole
+from models_app.models import Deployment, DeploymentStatus
+
+DEFAULT_TOKENS = 256  # a request's tokens when it does not say (jobs/params.py's max_tokens default)
+DEFAULT_SPEED_TOKENS_S = 10.0  # no replica of the model has answered yet: only `ahead` and `slots` then decide
+LOADING_S = 30.0  # an engine loading or restarting: a small model takes seconds, a big one on laptops a minute
+RECOVERING_S = 60.0  # a degraded deployment: re-planned and reloaded before it answers again
+HISTORY_S = 600  # answers older than this say little about a replica's speed now
+HISTORY_JOBS = 10
+KEEP_PREFIX_RATIO, KEEP_PREFIX_EXTRA_S = 2.0, 10.0
+ROUTING = "routing"  # the job params' key: {"model": name, "moves": [{"from", "to", "why", "at"}]}
+
+
+@dataclass(frozen=True)
+class Estimate:
+    deployment: Deployment
+    slots: int
+    ahead: int
+    speed: float  # tokens/s one answer gets
+    not_serving_s: float
+    wait_s: float
+    answer_s: float
+
+    @property
+    def order(self) -> tuple:
+        return round(self.answer_s, 3), self.ahead / self.slots, self.deployment.pk
+
+
+def replicas(model_name: str, offline_too: bool = False) -> list[Deployment]:
+    """The model's deployments that take jobs (queueing.usable_deployments), default first."""
+    return list(queueing.usable_deployments(offline_too=offline_too).filter(model__name=model_name))
+
+
+def pick(model_name: str, tokens: int | None = None, home: int | None = None,
+         leaving: int | None = None) -> Deployment | None:
+    """The replica of `model_name` that will answer soonest; `home` (a deployment id holding a conversation's
+    prefix) kept unless much slower. With `leaving` (a failing replica, whose jobs move), only the other ready
+    ones: a degraded one is being recovered too, and moving jobs there would move them again. None when no
+    replica can answer now."""
+    candidates = [deployment for deployment in replicas(model_name) if deployment.pk != leaving
+                  and (leaving is None or deployment.status == DeploymentStatus.READY)]
+    if not candidates:
+        return None
+    ranked = sorted(estimates(candidates, tokens or DEFAULT_TOKENS), key=lambda estimate: estimate.order)
+    best = ranked[0]
+    kept = next((estimate for estimate in ranked if estimate.deployment.pk == home), None)
+    if kept is not None and keeps_prefix(kept.answer_s, best.answer_s):
+        return kept.deployment
+    return best.deployment
+
+
+def keeps_prefix(home_s: float, best_s: float) -> bool:
+    return home_s <= max(KEEP_PREFIX_RATIO * best_s, best_s + KEEP_PREFIX_EXTRA_S)
+
+
+def estimates(deployments: list[Deployment], tokens: int) -> list[Estimate]:
+    """Each deployment's Estimate for a request of `tokens` tokens (two queries, and one per replica whose engine
+    has no fresh speed)."""
+    ahead = dict.fromkeys([deployment.pk for deployment in deployments], 0)
+    counted = (Job.objects.filter(deployment__in=list(ahead), status__in=(JobStatus.QUEUED, JobStatus.RUNNING))
+               .values("deployment").annotate(n=Count("pk")).order_by())
+    for row in counted:
+        ahead[row["deployment"]] = row["n"]
+    measured = {deployment.pk: measured_speed(deployment) for deployment in deployments}
+    known = [speed for speed in measured.values() if speed]
+    fallback = statistics.median(known) if known else DEFAULT_SPEED_TOKENS_S
+    return [estimate(deployment, tokens, ahead[deployment.pk], measured[deployment.pk] or fallback)
+            for deployment in deployments]
+
+
+def estimate(deployment: Deployment, tokens: int, ahead: int, speed: float) -> Estimate:
+    slots = whole(deployment.engine.get("slots")) or deployment.slots or 1
+    wait_s = 0.0 if ahead < slots else (ahead - slots + 1) * tokens / (slots * speed)
+    extra = not_serving_s(deployment)
+    return Estimate(deployment, slots, ahead, speed, extra, wait_s, extra + wait_s + tokens / speed)
+
+
+def not_serving_s(deployment: Deployment) -> float:
+    if deployment.status == DeploymentStatus.DEGRADED:
+        return RECOVERING_S
+    return 0.0 if deployment.engine.get("state") == "ready" else LOADING_S
+
+
+def measured_speed(deployment: Deployment, now: float | None = None) -> float | None:
+    """Tokens/s one answer gets on this replica: its engine's fresh figure, else its recent answers'; None if it
+    has neither."""
+    engine = deployment.engine
+    rate, at, busy = engine.get("tokens_per_s"), engine.get("at"), whole(engine.get("busy"))
+    now = time.time() if now is None else now
+    if number(rate) and number(at) and now - at <= STALE_S and rate > 0 and busy:
+        return rate / busy
+    return recent_speed(deployment.pk)
+
+
+def recent_speed(deployment_id: int) -> float | None:
+    since = timezone.now() - timedelta(seconds=HISTORY_S)
+    rows = (Job.objects.filter(deployment=deployment_id, status=JobStatus.SUCCEEDED, finished__gte=since,
+                               completion_tokens__gt=1, first_token__isnull=False)
+            .order_by("-finished").values_list("completion_tokens", "first_token", "finished")[:HISTORY_JOBS])
+    tokens = sum(count - 1 for count, _, _ in rows)  # the first token comes with the prompt, not at this speed
+    seconds = sum((finished - first).total_seconds() for _, first, finished in rows)
+    return tokens / seconds if tokens and seconds > 0 else None
+
+
+def conversation_home(conversation_id: int | None) -> int | None:
+    """The deployment that ran the conversation's last turn: its engine holds the conversation's prefix."""
+    if conversation_id is None:
+        return None
+    return (Job.objects.filter(conversation=conversation_id, deployment__isnull=False)
+            .order_by("-created", "-pk").values_list("deployment", flat=True).first())
+
+
+def routed(params: dict, model_name: str) -> dict:
+    """`params` of a job routed by model: failover may move it while it waits."""
+    return {**params, ROUTING: {"model": model_name, "moves": []}}
+
+
+def routed_model(job: Job) -> str | None:
+    routing = job.params.get(ROUTING) if isinstance(job.params, dict) else None
+    return routing.get("model") if isinstance(routing, dict) else None
+
+
+def with_move(params: dict, source: int, target: int, why: str) -> dict:
+    """`params` with one more line in its routing's moves: from which deployment to which, why, when."""
+    routing = dict(params.get(ROUTING) or {})
+    line = {"from": source, "to": target, "why": why, "at": timezone.now().isoformat(timespec="seconds")}
+    routing["moves"] = [*routing.get("moves", []), line]
+    return {**params, ROUTING: routing}
