@@ -228,9 +228,9 @@ def retry(job_ids: list[int]) -> None:
             not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
                         else "Its batch was cancelled.")
             continue
-        again = Job(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
-                    prompt=job.prompt, params=job.params, retry_of=job, conversation=job.conversation,
-                    batch=job.batch, line=job.line, custom_id=job.custom_id)
+        again = Job(kind=job.kind, deployment=job.deployment, user=job.user, api_token_id=job.api_token_id,
+                    messages=job.messages, prompt=job.prompt, params=job.params, retry_of=job,
+                    conversation=job.conversation, batch=job.batch, line=job.line, custom_id=job.custom_id)
         try:
             queueing.submit(again)
         except queueing.QueueError as exc:  # the deployment went away while it was being brought back
