@@ -49,10 +49,11 @@ def set_limits(target: User | ApiToken | LabLimits, values: dict) -> None:
     clean = checked_all(values)
     if not clean:
         return
-    with transaction.atomic():
-        type(target).objects.filter(pk=target.pk).update(**clean)
     for name, value in clean.items():
         setattr(target, name, value)
+    with transaction.atomic():
+        if not type(target).objects.filter(pk=target.pk).update(**clean):
+            target.save()  # the lab's defaults, set for the first time
 
 
 def from_form(post, prefix: str = "") -> dict:

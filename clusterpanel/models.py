@@ -37,7 +37,8 @@ class LabLimits(Limits):
 
     @classmethod
     def current(cls) -> "LabLimits":
-        return cls.objects.get_or_create(pk=cls.ONLY)[0]
+        """The defaults; none set (no row yet): an unsaved row with none, so that reading them writes nothing."""
+        return cls.objects.filter(pk=cls.ONLY).first() or cls(pk=cls.ONLY)
 
 
 class User(AbstractUser, Limits):

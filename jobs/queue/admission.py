@@ -52,8 +52,9 @@ def admit(user: User, token: ApiToken | None) -> None:
     full = ratewindow.take([(subject(user, by_token), entry.value) for entry, by_token in per_minute])
     if full is not None:
         entry, by_token = per_minute[full.index]
-        raise OverLimit(f"{limit_of(entry)} is {entry.value} requests per minute, and {sent(by_token)} "
-                        f"{entry.value} in the last minute. {again(full.retry_after)}", full.retry_after, "requests")
+        raise OverLimit(f"{limit_of(entry)} is {entry.value} request{'s' * (entry.value != 1)} per minute, and "
+                        f"{sent(by_token)} {entry.value} in the last minute. {again(full.retry_after)}",
+                        full.retry_after, "requests")
 
 
 def subject(user: User, token: ApiToken | None) -> str:

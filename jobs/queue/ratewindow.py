@@ -9,6 +9,7 @@ request may come again once its oldest request in the window leaves it: that wai
 import logging
 import math
 import secrets
+import time
 from dataclasses import dataclass
 
 import redis
@@ -18,6 +19,7 @@ from jobs.queue import stream
 
 log = logging.getLogger(__name__)
 WINDOW_S = 60
+AWAY_S = 5  # after Redis failed a check, how long requests pass without trying it again
 UNCHECKED = Outage(log, "the requests-per-minute check on Redis (requests pass unchecked meanwhile)")
 
 # KEYS: the windows; ARGV: the window's seconds, this request's member, then each window's limit.
@@ -57,6 +59,7 @@ class Full:
 class _Client:
     connection: redis.Redis | None = None  # one per process, its pool shared by the web server's threads
     script = None
+    away_until = 0.0  # after a failure, requests pass unchecked a few seconds without trying Redis each time
 
 
 def key(subject: str) -> str:
@@ -68,16 +71,17 @@ def take(windows: list[tuple[str, int]]) -> Full | None:
     """Record one request in each (subject, limit) window, or none of them if one is full (which it says). Redis
     away, the request passes: a lab whose Redis restarts should not refuse its people for that (jobs themselves
     wait for Redis elsewhere)."""
-    if not windows:
+    if not windows or time.monotonic() < _Client.away_until:
         return None
     try:
         if _Client.connection is None:
-            _Client.connection = stream.quick_store()
+            _Client.connection = stream.hasty_store()
             _Client.script = _Client.connection.register_script(SCRIPT)
         answer = _Client.script(keys=[key(subject) for subject, _ in windows],
                                 args=[WINDOW_S, secrets.token_hex(8), *(limit for _, limit in windows)])
     except (redis.RedisError, OSError) as exc:
         UNCHECKED.failed(exc)
+        _Client.away_until = time.monotonic() + AWAY_S
         return None
     UNCHECKED.over()
     if int(answer[0]) == 0:

@@ -37,7 +37,7 @@ class UsageOut(Schema):
 
 
 @router.get("/", response={200: UsageOut, **errors(403)}, summary="Tokens per day, person and model",
-            openapi_extra={"responses": {"200": {"content": {"text/csv": {"schema": {"type": "string"}}}}}})
+            openapi_extra={"responses": {200: {"content": {"text/csv": {"schema": {"type": "string"}}}}}})
 def usage(request: HttpRequest,
           since: str | None = Query(None, description="First day, YYYY-MM-DD (UTC); default: 29 days before until."),
           until: str | None = Query(None, description="Last day, YYYY-MM-DD (UTC), included; default: today."),

@@ -9,3 +9,19 @@ def ready_deployment(ctx: int = 1024, status: str = DeploymentStatus.READY) -> D
                                       architecture="llama", n_layer=2, n_embd=8, n_head=1, n_head_kv=1,
                                       context_length=4096, vocab_size=32, file_type="Q4_1", layer_bytes=[1, 1]))
     return Deployment.objects.create(model=model, ctx=ctx, plan={}, status=status)
+
+
+def ended_job(deployment: Deployment, user, prompt: int, completion: int, token=None, **fields):
+    """A job ended through the engine's own write (runner.write_outcome): counted in the usage ledger exactly as
+    a job the engine ran would be."""
+    from django.utils import timezone
+
+    from jobs.engine import runner
+    from jobs.models import Job, JobKind, JobStatus
+
+    job = Job.objects.create(kind=fields.pop("kind", JobKind.CHAT), deployment=deployment, user=user,
+                             api_token=token, status=JobStatus.RUNNING, attempts=1, started=timezone.now(), **fields)
+    assert runner.write_outcome(job, status=JobStatus.SUCCEEDED, finished=timezone.now(), prompt_tokens=prompt,
+                                completion_tokens=completion)
+    job.refresh_from_db()
+    return job
