@@ -92,7 +92,8 @@ def set_defaults(request: HttpRequest, payload: LimitsIn):
 
 def person(request: HttpRequest, username: str) -> User:
     user = caller(request)
-    found = User.objects.filter(username=username).first() if len(username) <= 150 else None
+    named = len(username) <= 150 and username.isprintable()  # PostgreSQL refuses a NUL in text: a 500
+    found = User.objects.filter(username=username).first() if named else None
     if found is None or (found != user and not user.is_lab_admin):
         raise ApiError(f"There is no user {username} whose limits you may see.", 404)  # others' not confirmed
     return found

@@ -2,6 +2,7 @@
 the lab's defaults, and the limits in force for a person (their own, else the lab's) and for a token (its own,
 on top of its owner's). Holding people to them is jobs/queue/admission.py's work."""
 
+import re
 from dataclasses import dataclass
 
 from django.db import transaction
@@ -11,6 +12,7 @@ from clusterpanel.models import LIMITS, ApiToken, LabLimits, User
 NAMES = {"requests_per_minute": "requests per minute", "concurrent_jobs": "concurrent jobs",
          "tokens_per_day": "tokens per day"}
 HIGHEST = {"requests_per_minute": 100_000, "concurrent_jobs": 10_000, "tokens_per_day": 10**12}
+WHOLE = re.compile(r"-?[0-9]+")  # ASCII digits only: "²".isdigit() is true, and int("²") fails
 
 
 class LimitError(ValueError):
@@ -24,8 +26,8 @@ def checked(value, name: str) -> int | None:
     if value is None or (isinstance(value, str) and not value.strip()):
         return None
     what = NAMES[name].capitalize()
-    if isinstance(value, str) and value.strip().isascii() and value.strip().lstrip("-").isdigit():
-        value = int(value.strip())
+    if isinstance(value, str) and WHOLE.fullmatch(value.strip()):
+        value = int(value.strip()) if len(value.strip()) <= 20 else HIGHEST[name] + 1  # int() of 5000 digits fails
     if isinstance(value, bool) or not isinstance(value, int):
         raise LimitError(f"{what} must be a whole number, or left empty for no limit of its own.", name)
     if value < 1:

@@ -50,6 +50,8 @@ def whose(viewer, everyone: bool, username: str | None) -> dict:
     if username:
         if username != viewer.username and not viewer.is_lab_admin:
             raise UsageError("Only lab admins see other people's usage.", "user", status=403)
+        if len(username) > 150 or not username.isprintable():  # PostgreSQL refuses a NUL in text: a 500
+            raise UsageError("user must be a person's user name.", "user")
         return {"user__username": username}
     if everyone:
         if not viewer.is_lab_admin:

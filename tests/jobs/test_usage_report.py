@@ -7,13 +7,17 @@ import io
 from datetime import timedelta
 
 import pytest
+from django.db import connection
+from django.db.migrations.executor import MigrationExecutor
 from django.db.models import Sum
 from django.test import Client
+from django.utils import timezone
 
 from clusterpanel.models import ApiToken, Role, User
-from jobs.models import Job, utc_today
+from jobs.models import Job, Usage, utc_today
 from jobs.prometheus import OTHER, people
-from tests.jobs.standins import ended_job
+from tests.jobs.standins import ended_job, ready_deployment
+from tests.migrating import migrated_back
 from tests.rows import client_for
 
 
@@ -93,3 +97,19 @@ def test_metrics_name_the_top_people_and_sum_the_rest(spent, settings, bob):
     assert {sample.labels["user"]: sample.value for sample in prompt.samples} == {"bob": 127, OTHER: 11 + 5 + 1}
     total = Job.objects.aggregate(n=Sum("completion_tokens"))["n"]
     assert sum(sample.value for sample in completion.samples) == total
+
+
+@pytest.mark.django_db(transaction=True)
+def test_the_upgrade_counts_what_the_jobs_that_had_ended_spent(bob):
+    deployment = ready_deployment()
+    two_days_ago = timezone.now() - timedelta(days=2)
+    with migrated_back([("jobs", "0010_tallies")]) as apps:
+        old = apps.get_model("jobs", "Job")
+        for prompt, answer, status, finished in ((10, 4, "succeeded", two_days_ago), (3, 2, "failed", two_days_ago),
+                                                 (7, 1, "succeeded", timezone.now()), (9, 9, "queued", None)):
+            old.objects.create(kind="chat", deployment_id=deployment.pk, user_id=bob.pk, messages=[], params={},
+                               status=status, prompt_tokens=prompt, completion_tokens=answer, finished=finished)
+        MigrationExecutor(connection).migrate([("jobs", "0011_usage_and_job_tokens")])
+    counted = {(row.day, row.model): (row.prompt_tokens, row.completion_tokens, row.jobs)
+               for row in Usage.objects.filter(user=bob)}
+    assert counted == {(two_days_ago.date(), "standin"): (13, 6, 2), (utc_today(), "standin"): (7, 1, 1)}
