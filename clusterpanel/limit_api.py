@@ -18,7 +18,7 @@ router = Router()
 def checked_as(name: str):
     def validate(value):
         try:
-            return limits.checked(value, name)
+            return limits.checked_json(value, name)
         except limits.LimitError as exc:
             raise ValueError(str(exc)) from None
     return BeforeValidator(validate)

@@ -38,6 +38,14 @@ def checked(value, name: str) -> int | None:
     return value
 
 
+def checked_json(value, name: str) -> int | None:
+    """A limit a script sent: JSON's own types, as everywhere in /api/ ("5" is not 5)."""
+    if isinstance(value, str):
+        raise LimitError(f"{NAMES[name].capitalize()} must be a whole number, not text (null: no limit of its own).",
+                         name)
+    return checked(value, name)
+
+
 def checked_all(values: dict) -> dict[str, int | None]:
     """Every limit given in `values` checked, before any is saved: a refusal saves nothing."""
     unknown = set(values) - set(LIMITS)
