@@ -5,7 +5,8 @@ first token (or its end) before it answers, so a prompt too long for the context
 is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
 for the whole answer. A client that goes away takes its job with it. A job that a
 laptop's death failed before anything was sent is followed to its retry, so the
-client gets the retried answer rather than the failure.
+client gets the retried answer rather than the failure. A request over one of its
+sender's limits (jobs/queue/admission.py) is OpenAI's 429, before anything is queued.
 """
 
 import json

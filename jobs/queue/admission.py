@@ -22,7 +22,7 @@ from django.db.models import Q, Sum
 from clusterpanel import limits
 from clusterpanel.limits import InForce
 from clusterpanel.models import ApiToken, LabLimits, User
-from jobs.models import Job, JobStatus, Usage
+from jobs.models import Job, JobStatus, Usage, utc_today
 from jobs.queue import ratewindow
 
 # When one of a person's running answers will end cannot be known: a short wait, said to be a guess.
@@ -127,7 +127,7 @@ def over_today(user_ids: set[int], token_ids: set[int]) -> tuple[set[int], set[i
 def spent_past(limit_by_id: dict[int, int], field: str) -> set[int]:
     if not limit_by_id:
         return set()
-    today = Usage.objects.filter(day=datetime.now(UTC).date(), **{f"{field}__in": list(limit_by_id)})
+    today = Usage.objects.filter(day=utc_today(), **{f"{field}__in": list(limit_by_id)})
     spent = today.order_by().values(field).annotate(n=Sum("prompt_tokens") + Sum("completion_tokens"))
     return {row[field] for row in spent if row["n"] >= limit_by_id[row[field]]}
 
