@@ -32,8 +32,11 @@ def today(viewer) -> dict:
     """The viewer's limits in force and the tokens they spent today: how close they are."""
     held = limits.for_user(viewer)
     return {"spent": Usage.spent_today(user=viewer),
-            "limits": [{"label": limits.NAMES[name], "value": entry.value, "whose": entry.whose}
+            "limits": [{"label": limits.NAMES[name], "value": entry.value, "whose": WHOSE[entry.source]}
                        for name, entry in held.items()]}
+
+
+WHOSE = {"user": "your own", "lab": "the lab's default"}
 
 
 def csv_query(request: HttpRequest) -> str:
