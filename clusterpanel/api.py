@@ -9,9 +9,11 @@ from django.urls import URLPattern, re_path, reverse
 from ninja import NinjaAPI
 
 from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, no_such_path, problem
+from clusterpanel.limit_api import router as limits
 from clusterpanel.token_api import router as tokens
 from jobs.api.batches import router as batches
 from jobs.api.views import router as jobs
+from jobs.usage.api import router as usage
 from models_app.api import models, plans
 from models_app.api_deployments import router as deployments
 from models_app.api_uploads import router as uploads
@@ -41,6 +43,8 @@ api.add_router("/nodes/scans/", node_scans, tags=["laptops"])
 api.add_router("/nodes/", nodes, tags=["laptops"])
 api.add_router("/nodes/", node_actions, tags=["laptops"])
 api.add_router("/tokens/", tokens, tags=["tokens"])
+api.add_router("/limits/", limits, tags=["limits"])
+api.add_router("/usage/", usage, tags=["usage"])
 
 
 def in_our_shape(response: HttpResponse) -> HttpResponse:

@@ -30,11 +30,13 @@ MAX_LIMIT, DEFAULT_LIMIT = 200, 50
 
 
 class ApiError(Exception):
-    """Refuse a request: `message` in plain words, the `field` at fault if one is."""
+    """Refuse a request: `message` in plain words, the `field` at fault if one is; `retry_after`: the seconds
+    until it may come again (a 429's Retry-After)."""
 
-    def __init__(self, message: str, status: int = 400, field: str | None = None) -> None:
+    def __init__(self, message: str, status: int = 400, field: str | None = None,
+                 retry_after: int | None = None) -> None:
         super().__init__(message)
-        self.status, self.field = status, field
+        self.status, self.field, self.retry_after = status, field, retry_after
 
 
 class Input(Schema):
@@ -225,7 +227,10 @@ def install_error_handlers(api: NinjaAPI) -> None:
 
     @api.exception_handler(ApiError)
     def refused(request: HttpRequest, exc: ApiError) -> HttpResponse:
-        return problem(str(exc), exc.status, exc.field)
+        answer = problem(str(exc), exc.status, exc.field)
+        if exc.retry_after is not None:
+            answer["Retry-After"] = str(exc.retry_after)
+        return answer
 
     @api.exception_handler(ValidationError)
     def invalid(request: HttpRequest, exc: ValidationError) -> HttpResponse:

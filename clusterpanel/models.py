@@ -12,7 +12,36 @@ class Role(models.TextChoices):
     USER = "user", "User"
 
 
-class User(AbstractUser):
+class Limits(models.Model):
+    """Fair use: how much may be asked of the lab (jobs/queue/admission.py holds to it). Empty: no limit of its
+    own — a person then has the lab's default (LabLimits), a token only its owner's."""
+
+    requests_per_minute = models.PositiveIntegerField(null=True, blank=True)
+    concurrent_jobs = models.PositiveIntegerField(null=True, blank=True, help_text="Jobs waiting or running at once.")
+    tokens_per_day = models.PositiveBigIntegerField(null=True, blank=True, help_text="Prompt and answer, per UTC day.")
+
+    class Meta:
+        abstract = True
+
+    def own_limits(self) -> dict[str, int | None]:
+        return {name: getattr(self, name) for name in LIMITS}
+
+
+LIMITS = ("requests_per_minute", "concurrent_jobs", "tokens_per_day")
+
+
+class LabLimits(Limits):
+    """The lab's default limits: one row, for everyone who has none of their own."""
+
+    ONLY = 1
+
+    @classmethod
+    def current(cls) -> "LabLimits":
+        """The defaults; none set (no row yet): an unsaved row with none, so that reading them writes nothing."""
+        return cls.objects.filter(pk=cls.ONLY).first() or cls(pk=cls.ONLY)
+
+
+class User(AbstractUser, Limits):
     """A person using the panel: a lab admin runs the lab, a user runs their own work."""
 
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.USER)
@@ -22,9 +51,10 @@ class User(AbstractUser):
         return self.is_active and (self.role == Role.ADMIN or self.is_superuser)
 
 
-class ApiToken(models.Model):
+class ApiToken(Limits):
     """A personal key for scripts. Only its SHA-256 is kept: the key itself is shown once, when made. It acts
-    with its owner's role; its owner may make it read-only (safe methods alone) and give it an end."""
+    with its owner's role; its owner may make it read-only (safe methods alone) and give it an end. Its limits,
+    set by a lab admin, hold on top of its owner's."""
 
     SCHEME = "cp_"  # recognisable in logs and secret scanners
 

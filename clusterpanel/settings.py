@@ -179,6 +179,10 @@ if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
 # How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
 # answers 503 (jobs/queue/listen.py); meanwhile it also watches the job's row, which outlives Redis.
 REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
+# How many people get their own series in /metrics' per-person token counters; the rest share "(others)".
+METRICS_TOP_USERS = env_int("METRICS_TOP_USERS", 10)
+if METRICS_TOP_USERS < 0:
+    raise SystemExit("METRICS_TOP_USERS must be 0 or more.")
 # Who may scrape /metrics without a token: addresses or networks (e.g. "10.0.0.5,192.168.1.0/24").
 METRICS_ALLOWED = env_list("METRICS_ALLOWED", [])
 for _allowed in METRICS_ALLOWED:

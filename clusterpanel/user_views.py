@@ -1,4 +1,5 @@
-"""The Users page: lab admins add people, set their role, reset their password, disable and enable them."""
+"""The Users page: lab admins add people, set their role and limits, reset their password, disable and enable
+them, and set the lab's default limits and each API token's."""
 
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
@@ -8,15 +9,59 @@ from django.urls import reverse
 from django.views.decorators.debug import sensitive_variables
 from django.views.decorators.http import require_http_methods, require_POST
 
-from clusterpanel import confirm, users
+from clusterpanel import confirm, limits, users
 from clusterpanel.auth import lab_admin_required
-from clusterpanel.models import Role, User
+from clusterpanel.models import LIMITS, ApiToken, LabLimits, Role, User
 
 
 def page(request: HttpRequest, status: int = 200, **context) -> HttpResponse:
-    people = User.objects.order_by("username").prefetch_related("api_tokens")
-    return render(request, "account/users.html", {"people": people, "roles": Role.choices, **context},
-                  status=status)
+    people = list(User.objects.order_by("username").prefetch_related("api_tokens"))
+    defaults = LabLimits.current()
+    inherited = {name: f"default {value:,}" if value else "no limit" for name, value in defaults.own_limits().items()}
+    for person in people:
+        person.limit_inputs, person.limits_form = limit_inputs(person, inherited), f"limits-{person.pk}"
+    tokens = list(ApiToken.objects.select_related("user").order_by("user__username", "name", "pk"))
+    for token in tokens:
+        token.limit_inputs = limit_inputs(token, dict.fromkeys(LIMITS, "owner's only"))
+        token.limits_form = f"token-limits-{token.pk}"
+    return render(request, "account/users.html", {
+        "people": people, "roles": Role.choices, "tokens": tokens,
+        "defaults": limit_inputs(defaults, dict.fromkeys(LIMITS, "no limit")), **context}, status=status)
+
+
+def limit_inputs(target, placeholders: dict[str, str]) -> list[dict]:
+    """A limits form's fields: what is set (empty: none of its own) and what empty means here."""
+    return [{"name": name, "label": limits.NAMES[name], "value": getattr(target, name) or "",
+             "placeholder": placeholders[name]} for name in LIMITS]
+
+
+def set_limits_of(request: HttpRequest, target, whose: str) -> HttpResponse:
+    try:
+        limits.set_limits(target, limits.from_form(request.POST))
+    except limits.LimitError as exc:
+        return page(request, 400, error=f"{whose}: {exc} Nothing was changed.")
+    messages.success(request, f"Limits of {whose} saved.")
+    return redirect("users")
+
+
+@lab_admin_required
+@require_POST
+def set_default_limits(request: HttpRequest) -> HttpResponse:
+    return set_limits_of(request, LabLimits.current(), "the lab (its defaults)")
+
+
+@lab_admin_required
+@require_POST
+def set_user_limits(request: HttpRequest, pk: int) -> HttpResponse:
+    person = get_object_or_404(User, pk=pk)
+    return set_limits_of(request, person, person.username)
+
+
+@lab_admin_required
+@require_POST
+def set_token_limits(request: HttpRequest, pk: int) -> HttpResponse:
+    token = get_object_or_404(ApiToken.objects.select_related("user"), pk=pk)
+    return set_limits_of(request, token, f"{token.user.username}'s token “{token.name}”")
 
 
 @sensitive_variables("password")

@@ -7,12 +7,13 @@ twice runs nothing twice and a message lost is found again (jobs/queue/queueing.
 
 import secrets
 from bisect import bisect_left
+from datetime import UTC, date, datetime
 
 from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
-from models_app.models import DeploymentStatus
+from models_app.models import Deployment, DeploymentStatus
 
 
 class JobStatus(models.TextChoices):
@@ -115,6 +116,10 @@ class Job(models.Model):
     deployment = models.ForeignKey("models_app.Deployment", null=True, on_delete=models.SET_NULL,
                                    related_name="jobs")  # null: a finished job of a deployment since removed
     user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL)
+    # The API token it was asked with (None: the chat page, a batch made on its page, the panel itself): its
+    # limits hold for it too (jobs/queue/admission.py).
+    api_token = models.ForeignKey("clusterpanel.ApiToken", null=True, blank=True, on_delete=models.SET_NULL,
+                                  related_name="jobs")
     messages = models.JSONField(default=list, blank=True)  # chat: [{"role": ..., "content": ...}]
     prompt = models.TextField(blank=True)  # completion
     params = models.JSONField(default=dict, blank=True)  # validated by jobs/params.py
@@ -147,7 +152,8 @@ class Job(models.Model):
     class Meta:
         ordering = ["created", "pk"]
         indexes = [models.Index(fields=["deployment", "status", "created"]),
-                   models.Index(fields=["deployment", "status", "batch", "created"])]  # queueing.ORDER
+                   models.Index(fields=["deployment", "status", "batch", "created"]),  # queueing.ORDER
+                   models.Index(fields=["user", "status"]), models.Index(fields=["api_token", "status"])]  # admission
 
     def __str__(self) -> str:
         return f"job {self.pk} ({self.kind}, {self.status})"
@@ -233,3 +239,48 @@ class Tally(models.Model):
             first = bisect_left(HISTOGRAM_BUCKETS, value)  # the buckets whose bound is at least the value
             mine.filter(name=name, bucket__gte=first).update(count=models.F("count") + 1)
             mine.filter(name=name, bucket=len(HISTOGRAM_BUCKETS)).update(total=models.F("total") + value)
+
+
+def utc_today() -> date:
+    return datetime.now(UTC).date()
+
+
+class Usage(models.Model):
+    """Tokens spent, per UTC day, person, API token and model: what ended jobs wrote as their prompt and answer
+    tokens, added in the transaction that ends each one (queueing.tally) and never recomputed. The usage page and
+    /api/usage/ read it, the tokens-per-day limit counts today's, /metrics sums it per person. Deleting a
+    conversation or a batch takes its jobs but not what they spent: nobody gets a day's tokens back that way.
+    Two jobs ending at the same instant may each start the day's row; every reader sums, so both count."""
+
+    day = models.DateField()
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, null=True, on_delete=models.SET_NULL, related_name="usage")
+    api_token = models.ForeignKey("clusterpanel.ApiToken", null=True, on_delete=models.SET_NULL,
+                                  related_name="usage")
+    model = models.CharField(max_length=200, blank=True)  # the model's name when the job ended
+    prompt_tokens = models.BigIntegerField(default=0)
+    completion_tokens = models.BigIntegerField(default=0)
+    jobs = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        indexes = [models.Index(fields=["user", "day"]), models.Index(fields=["api_token", "day"]),
+                   models.Index(fields=["day"])]
+
+    @classmethod
+    def add(cls, job: Job, prompt_tokens: int | None, completion_tokens: int | None) -> None:
+        """Count what an ended job spent (nothing, when it spent nothing: cancelled before it ran)."""
+        prompt, completion = prompt_tokens or 0, completion_tokens or 0
+        if not prompt and not completion:
+            return
+        model = Deployment.objects.filter(pk=job.deployment_id).values_list("model__name", flat=True).first()
+        key = {"day": utc_today(), "user_id": job.user_id, "api_token_id": job.api_token_id, "model": model or ""}
+        if not cls.objects.filter(**key).update(prompt_tokens=models.F("prompt_tokens") + prompt,
+                                                completion_tokens=models.F("completion_tokens") + completion,
+                                                jobs=models.F("jobs") + 1):
+            cls.objects.create(**key, prompt_tokens=prompt, completion_tokens=completion, jobs=1)
+
+    @classmethod
+    def spent_today(cls, **whose) -> int:
+        """Tokens spent today (UTC) by `user=` or `api_token=`."""
+        total = cls.objects.filter(day=utc_today(), **whose).aggregate(
+            n=models.Sum(models.F("prompt_tokens") + models.F("completion_tokens")))["n"]
+        return total or 0

@@ -10,12 +10,13 @@ sampler measures (a laptop's own counters restart with it).
 import time
 from collections.abc import Iterator
 
-from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, Value
+from django.conf import settings
+from django.db.models import Count, Exists, F, FloatField, OuterRef, Q, Sum, Value
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.utils import floatToGoString
 
-from jobs.models import HISTOGRAM_BUCKETS, TALLIED_SECONDS, Batch, Job, JobStatus, Tally, awaiting_retry
+from jobs.models import HISTOGRAM_BUCKETS, TALLIED_SECONDS, Batch, Job, JobStatus, Tally, Usage, awaiting_retry
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes import metrics
@@ -31,6 +32,7 @@ class PanelCollector(Collector):
         yield from servers()
         yield from deployments()
         yield from batches()
+        yield from people()
 
 
 def laptops() -> Iterator[Metric]:
@@ -157,3 +159,30 @@ def batches() -> Iterator[Metric]:
                               "Batches with requests still waiting, running or about to be retried.")
     gauge.add_metric([], float(counted))
     yield gauge
+
+
+def people() -> Iterator[Metric]:
+    """Tokens per person, from the usage ledger (it never goes down: deleting a chat keeps what it spent). The
+    label stays bounded: the METRICS_TOP_USERS people who spent most have their own series, everyone else
+    (and jobs without a user) share "(others)". Someone who joins the top gives "other" a dip once, which
+    Prometheus reads as a counter reset; a ranking that changes that rarely is worth the trade."""
+    prompt = CounterMetricFamily("clusterpanel_user_prompt_tokens", "Prompt tokens of ended jobs: the model read.",
+                                 labels=["user"])
+    completion = CounterMetricFamily("clusterpanel_user_completion_tokens",
+                                     "Answer tokens of ended jobs: the model wrote.", labels=["user"])
+    spent = list(Usage.objects.order_by().values("user__username").annotate(
+        p=Sum("prompt_tokens"), c=Sum("completion_tokens")).values_list("user__username", "p", "c"))
+    spent.sort(key=lambda row: (row[0] is None, -(row[1] + row[2]), row[0] or ""))
+    top = settings.METRICS_TOP_USERS
+    named = [row for row in spent[:top] if row[0] is not None]
+    others = [row for row in spent if row not in named]
+    for name, p, c in named:
+        prompt.add_metric([name], float(p))
+        completion.add_metric([name], float(c))
+    if others:
+        prompt.add_metric([OTHER], float(sum(row[1] for row in others)))
+        completion.add_metric([OTHER], float(sum(row[2] for row in others)))
+    yield from (prompt, completion)
+
+
+OTHER = "(others)"  # no user name holds parentheses: a person called "other" keeps a series of their own

@@ -65,14 +65,18 @@ class BatchOut(Schema):
     counts: Counts
     rejected: list[Rejected] = Field(description="Lines of the file that could not run, and why (the first 200).")
     results: dict[str, str] = Field(description="Where its results are, as JSONL and as CSV.")
+    held: str | None = Field(description="Why its waiting requests do not run now (its owner, or the token it "
+                                         "came with, spent the day's tokens: they go on at midnight UTC); "
+                                         "null when nothing holds them.")
     url: str
     events: str
 
 
 def batch_row(batch: Batch) -> dict:
-    base = f"/api/batches/{batch.pk}/"
+    base, counted = f"/api/batches/{batch.pk}/", batches.counts(batch)
     return {"id": batch.pk, "name": batch.name, "user": batch.user.username, "deployment": batch.deployment_id,
-            "input_format": batch.input_format, "created": batch.created, "counts": batches.counts(batch),
+            "input_format": batch.input_format, "created": batch.created, "counts": counted,
+            "held": batches.held(batch, counted),
             "rejected": batch.rejected[:200], "url": base, "events": f"{base}events/",
             "results": {"jsonl": f"{base}results/?format=jsonl", "csv": f"{base}results/?format=csv"}}
 
@@ -97,7 +101,8 @@ def upload_batch(request: HttpRequest, file: File[UploadedFile],
     if not form.is_valid():
         raise form_refusal(form)
     try:
-        batch = batches.from_file(user, form.cleaned_data["deployment"], file.name or "batch", file.read())
+        batch = batches.from_file(user, form.cleaned_data["deployment"], file.name or "batch", file.read(),
+                                  api_token=getattr(request, "api_token", None))
     except FileRefused as exc:
         said = "; ".join(f"line {r['line']}: {r['reason']}" for r in exc.rejected[:5])
         raise ApiError(f"{exc} {said}".strip(), 400, "file") from None

@@ -191,7 +191,8 @@ def start_batch(request: HttpRequest, body: dict) -> HttpResponse:
     deployment = inputs.deployment_for(model_of(data))
     try:
         batch = batches.from_file(request.user, deployment, source.filename, data, input_file=source,
-                                  endpoint=body["endpoint"], metadata=metadata)
+                                  endpoint=body["endpoint"], metadata=metadata,
+                                  api_token=getattr(request, "api_token", None))
     except FileRefused as exc:
         said = "; ".join(f"line {r['line']}: {r['reason']}" for r in exc.rejected[:5])
         raise InputError(f"{exc} {said}".strip(), "input_file_id") from None

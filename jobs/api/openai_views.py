@@ -8,7 +8,8 @@ laptop's death failed before anything was sent is followed to its retry, so the
 client gets the retried answer rather than the failure; a stream that had sent part
 of the answer follows the retry too and sends what the client does not have, when
 the retry says the same again (`Caught`). A model's name goes to its replica that
-answers soonest (jobs/queue/routing.py).
+answers soonest (jobs/queue/routing.py). A request over one of its sender's limits
+(jobs/queue/admission.py) is OpenAI's 429, before anything is queued.
 """
 
 import json
@@ -28,7 +29,7 @@ from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing, routing
+from jobs.queue import admission, queueing, routing
 from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
 
 log = logging.getLogger(__name__)
@@ -108,11 +109,13 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
         if request.method != "POST":
             return failed(405, "Use POST.")
         wanted = openai_api.parse(inputs.json_body(request), kind)
-        job, model = await sync_to_async(submit)(user, wanted)
+        job, model = await sync_to_async(submit)(user, request.api_token, wanted)
     except apiauth.Unauthorized as exc:
         return refused(exc)
     except InputError as exc:
         return failed(exc.status, str(exc), exc.param, exc.code)
+    except admission.OverLimit as exc:
+        return over_limit(exc)
     try:
         return await Answer(job, wanted, model).respond()
     except (StreamLost, *REDIS_DOWN) as exc:
@@ -120,12 +123,21 @@ async def create(request: HttpRequest, kind: str) -> HttpResponse:
         return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable")
 
 
-def submit(user, wanted: Request) -> tuple[Job, str]:
+def over_limit(exc: admission.OverLimit) -> JsonResponse:
+    """OpenAI's 429: its error type says which kind of limit ("requests" or "tokens"), Retry-After when to
+    come again (OpenAI's own clients wait that long before they retry)."""
+    answer = failed(429, str(exc), code="rate_limit_exceeded", kind=exc.kind)
+    answer["Retry-After"] = str(exc.retry_after)
+    return answer
+
+
+def submit(user, token, wanted: Request) -> tuple[Job, str]:
     target = inputs.target_for(wanted.model, wanted.generation.get("max_tokens"))
     deployment = target.deployment
     generation = openai_api.generation_params(wanted, deployment.ctx).as_dict()
-    job = Job(kind=wanted.kind, deployment=deployment, user=user, messages=wanted.messages, prompt=wanted.prompt,
-              params=routing.routed(generation, target.model) if target.model else generation)
+    admission.admit(user, token)
+    job = Job(kind=wanted.kind, deployment=deployment, user=user, api_token=token, messages=wanted.messages,
+              prompt=wanted.prompt, params=routing.routed(generation, target.model) if target.model else generation)
     try:
         queueing.submit(job)
     except queueing.QueueError as exc:

@@ -11,7 +11,7 @@ from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
 from jobs.models import Job, JobKind
-from jobs.queue import queueing, routing
+from jobs.queue import admission, queueing, routing
 from models_app.models import Deployment
 
 router = Router()
@@ -98,10 +98,19 @@ def visible_jobs(user):
     return jobs if user.is_lab_admin else jobs.filter(user=user)
 
 
-@router.post("/", response={201: JobOut, **errors(404, 409, 503)}, summary="Queue a job")
+@router.post("/", response={201: JobOut, **errors(404, 409, 429, 503)}, summary="Queue a job",
+             description="Over a limit of the caller's or of their token's (requests per minute, concurrent jobs, "
+                         "tokens per day): 429, with Retry-After in seconds.")
 def create_job(request: HttpRequest, payload: JobIn):
+    token = getattr(request, "api_token", None)
+    job = new_job(caller(request), payload)
     try:
-        job = queueing.submit(new_job(caller(request), payload))
+        admission.admit(job.user, token)
+    except admission.OverLimit as exc:
+        raise ApiError(str(exc), 429, retry_after=exc.retry_after) from None
+    job.api_token = token
+    try:
+        job = queueing.submit(job)
     except queueing.QueueDown as exc:
         raise ApiError(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
                        "Try again in a moment.", 503) from None

@@ -56,6 +56,7 @@ def batch_page(request: HttpRequest, pk: int) -> HttpResponse:
     counts = batches.counts(batch)
     return render(request, "jobs/batch.html", {
         "batch": batch, "counts": counts, "count_rows": [(status, counts[status]) for status in batches.COUNTED],
+        "held": batches.held(batch, counts),
         "rejected": batch.rejected[:SHOWN_REJECTED],
         "more_rejected": max(len(batch.rejected) - SHOWN_REJECTED, 0)})
 

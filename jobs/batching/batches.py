@@ -14,7 +14,7 @@ from clusterpanel.broadcast import broadcast
 from jobs.batching import batchfile, files
 from jobs.batching.batchfile import Parsed
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus, awaiting_retry
-from jobs.queue import queueing
+from jobs.queue import admission, queueing
 from models_app.models import Deployment
 
 STATUSES = [status.value for status in JobStatus]
@@ -27,11 +27,12 @@ def group(batch_id: int) -> str:
 
 
 def from_file(user, deployment: Deployment, name: str, data: bytes, input_file: ApiFile | None = None,
-              endpoint: str | None = None, metadata: dict | None = None) -> Batch:
+              endpoint: str | None = None, metadata: dict | None = None, api_token=None) -> Batch:
     """A batch of the file's good lines; FileRefused (with the rejected lines) when it has none. The file is kept
     as the batch's input file (OpenAI's Files API shows it), or is `input_file` already. `endpoint` is given by
     the OpenAI door: the file is read as JSONL, every line must name that endpoint, and a line naming a model
-    must name the deployment's (a batch runs on one model, as OpenAI's do)."""
+    must name the deployment's (a batch runs on one model, as OpenAI's do). `api_token`: the token it came
+    with, whose daily tokens its lines count against (a batch is never refused for a limit: its lines wait)."""
     parsed = batchfile.parse(name, data, settings.BATCH_MAX_LINES, max_tokens_limit=deployment.ctx,
                              kind="jsonl" if endpoint else None)
     if endpoint:
@@ -42,7 +43,7 @@ def from_file(user, deployment: Deployment, name: str, data: bytes, input_file: 
     stored = input_file is None
     input_file = input_file or files.store(user, name, data)
     try:
-        return create(user, deployment, name, parsed, input_file.public_id, metadata or {})
+        return create(user, deployment, name, parsed, input_file.public_id, metadata or {}, api_token)
     except Exception:  # all or nothing: the file kept for the batch goes with it
         if stored:
             input_file.delete()
@@ -66,7 +67,7 @@ def hold_to_the_batch(parsed: Parsed, endpoint: str, deployment: Deployment) -> 
 
 
 def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_id: str = "",
-           metadata: dict | None = None) -> Batch:
+           metadata: dict | None = None, api_token=None) -> Batch:
     """The batch and a queued job per good line, all or nothing; the engine is woken once they are committed."""
     queueing.check_deployment(deployment)
     try:
@@ -76,9 +77,9 @@ def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_i
                                          endpoint=parsed.requests[0].url, input_file_id=input_file_id,
                                          metadata=metadata or {})
             queueing.submit_many([
-                Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, batch=batch, line=request.line,
-                    custom_id=request.custom_id, messages=request.messages, prompt=request.prompt,
-                    params=request.params)
+                Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, api_token=api_token, batch=batch,
+                    line=request.line, custom_id=request.custom_id, messages=request.messages,
+                    prompt=request.prompt, params=request.params)
                 for request in parsed.requests])
     except queueing.QueueDown as exc:  # committed, but the engine could not be told: all or nothing still
         batch.delete()
@@ -116,6 +117,15 @@ def counts(batch: Batch) -> dict:
     done = total - result[JobStatus.QUEUED] - result[JobStatus.RUNNING] - result["retrying"]
     return {**result, "total": total, "done": done, "rejected": len(batch.rejected),
             "finished": done == total, "cancelled_at": batch.cancelled.isoformat() if batch.cancelled else None}
+
+
+def held(batch: Batch, counted: dict) -> str | None:
+    """Why its waiting items do not run, when its owner (or the token it came with) has spent the day's tokens;
+    None when nothing of it waits, or nothing holds it."""
+    if not counted[JobStatus.QUEUED]:
+        return None
+    waiting = batch.items.filter(status=JobStatus.QUEUED, api_token__isnull=False)
+    return admission.batch_hold(batch.user, set(waiting.values_list("api_token_id", flat=True).distinct()))
 
 
 def cancel_remaining(batch: Batch) -> int:

@@ -12,7 +12,7 @@ from markdown_it import MarkdownIt
 from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
-from jobs.queue import queueing, routing
+from jobs.queue import admission, queueing, routing
 from models_app.models import Deployment, DeploymentStatus
 
 MAX_MESSAGE_CHARS = 32_000
@@ -136,6 +136,7 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
         raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
         raise ChatError("The last answer is still coming; wait for it or stop it first.")
+    admission.admit(conversation.user, None)  # OverLimit says when the user may ask again
     try:
         if not conversation.title:
             manage.name_after(conversation, text)

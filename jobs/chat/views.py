@@ -13,7 +13,7 @@ from clusterpanel import confirm
 from jobs.chat import conversations, manage
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
-from jobs.queue import queueing
+from jobs.queue import admission, queueing
 
 
 def own_conversation(request: HttpRequest, pk: int) -> Conversation:
@@ -69,6 +69,10 @@ def send(request: HttpRequest, pk: int) -> JsonResponse:
         return refused(str(exc), exc.param)
     except conversations.ChatError as exc:
         return refused(str(exc))
+    except admission.OverLimit as exc:
+        answer = JsonResponse({"error": str(exc), "field": None, "retry_after": exc.retry_after}, status=429)
+        answer["Retry-After"] = str(exc.retry_after)
+        return answer
     return JsonResponse({"job": job.pk, "position": queueing.position(job), "title": conversation.title})
 
 

@@ -256,9 +256,9 @@ def retry(job_ids: list[int]) -> None:
         if other is not None:
             deployment = other
             params = routing.with_move(params, job.deployment_id, other.pk, "retried on another replica")
-        again = Job(kind=job.kind, deployment=deployment, user=job.user, messages=job.messages,
-                    prompt=job.prompt, params=params, retry_of=job, conversation=job.conversation,
-                    batch=job.batch, line=job.line, custom_id=job.custom_id)
+        again = Job(kind=job.kind, deployment=deployment, user=job.user, api_token_id=job.api_token_id,
+                    messages=job.messages, prompt=job.prompt, params=params, retry_of=job,
+                    conversation=job.conversation, batch=job.batch, line=job.line, custom_id=job.custom_id)
         try:
             queueing.submit(again)
         except queueing.QueueError as exc:  # the deployment went away while it was being brought back

@@ -209,7 +209,7 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
                 holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
                 written = holding.update(**fields)
                 if written:
-                    queueing.tally(job, tokens, fields)
+                    queueing.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
                 return written
         except (OperationalError, InterfaceError) as exc:
             if attempt == tries:

@@ -9,7 +9,9 @@ job's turn is how many jobs its user has running on the deployment plus how
 many of that user's own it waits behind, and jobs go by turn, then age; so one
 person's fifty script requests do not keep another's chat waiting behind them
 all. Jobs without a user take turns as one person. Batch items come after, in
-the order their batches came and each batch in line order (`ORDER`). A running
+the order their batches came and each batch in line order (`ORDER`), except
+those whose owner has spent the day's tokens: they wait for the next day
+(jobs/queue/admission.py). A running
 job is never interrupted; an engine with free slots keeps one for people
 (`claim_next(batch_allowed=False)`), so a chat need not wait for a batch item.
 """
@@ -24,8 +26,8 @@ from redis.exceptions import RedisError
 
 from clusterpanel.broadcast import broadcast
 from jobs import messages
-from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally
-from jobs.queue import stream
+from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally, Usage
+from jobs.queue import admission, stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import NodeStatus
 
@@ -136,7 +138,8 @@ def wake_if_stalled(deployment: Deployment, quiet_s: float) -> bool:
     """Send one message when jobs have waited `quiet_s` with nothing running and no message in the engine's
     queue: their messages were lost (a Redis restart drops what it had not saved). True if one was sent."""
     since = timezone.now() - timedelta(seconds=quiet_s)
-    first = waiting(deployment.pk).filter(created__lt=since).first()
+    first = (waiting(deployment.pk).filter(batch__isnull=True, created__lt=since).first()
+             or batch_items_due(deployment.pk).filter(created__lt=since).first())  # held items are not stalled
     if first is None or Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING).exists():
         return False
     if stream.store().llen(deployment.queue):  # Celery's Redis transport keeps a queue's messages in a list
@@ -161,8 +164,16 @@ def claim_next(deployment_id: int, batch_allowed: bool = True) -> Job | None:
 def next_in_line(deployment_id: int, batch_allowed: bool) -> int | None:
     first = in_turn(deployment_id).values_list("pk", flat=True).first()
     if first is None and batch_allowed:
-        first = waiting(deployment_id).filter(batch__isnull=False).values_list("pk", flat=True).first()
+        first = batch_items_due(deployment_id).values_list("pk", flat=True).first()
     return first
+
+
+def batch_items_due(deployment_id: int):
+    """The waiting batch items that may run now: not those whose owner or token has spent the day's tokens
+    (jobs/queue/admission.py), which wait for the next day rather than fail."""
+    items = waiting(deployment_id).filter(batch__isnull=False)
+    held = admission.held_items(items)
+    return items if held is None else items.exclude(held)
 
 
 def claim(job_id: int, deployment_id: int | None = None) -> Job | None:
@@ -319,15 +330,16 @@ def tokens_streamed(job: Job) -> int | None:
     return stream.tokens_sent([job.pk])[job.pk] if job.started else None
 
 
-def tally(job: Job, tokens: int | None, seconds: dict) -> None:
+def tally(job: Job, tokens: int | None, seconds: dict, spent: tuple[int | None, int | None] = (None, None)) -> None:
     """Count a job that ended (or an attempt that was cut short) in its deployment's tallies, in the
     transaction that ended it, so /metrics' counters only grow. Its row is already updated; its deployment's
     is locked next, the order in which removing a deployment takes them; one removed meanwhile counts nothing
-    (its tallies went with it) rather than failing the job's end."""
-    if job.deployment_id is None:
-        return
-    if Deployment.objects.select_for_update().filter(pk=job.deployment_id).values_list("pk", flat=True).first():
+    (its tallies went with it) rather than failing the job's end. `spent`: the prompt and answer tokens its end
+    wrote on its row, which go into the usage ledger (daily limits, the usage page)."""
+    if job.deployment_id is not None and Deployment.objects.select_for_update().filter(
+            pk=job.deployment_id).values_list("pk", flat=True).first():
         Tally.count_ended(job.deployment_id, tokens, {name: seconds.get(name) for name in TALLIED_SECONDS})
+    Usage.add(job, *spent)
 
 
 def ended(job: Job) -> None:

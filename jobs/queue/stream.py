@@ -56,6 +56,14 @@ def quick_store() -> redis.Redis:
     return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=2, socket_connect_timeout=2)
 
 
+def hasty_store() -> redis.Redis:
+    """For a check a request goes on without when Redis is away (the per-minute limit): a second's wait, one
+    retry at once on a new connection (a pooled one may be stale after a restart), no backoff between retries
+    (redis-py's default three with backoff held each request up seconds)."""
+    return redis.Redis.from_url(settings.REDIS_URL, socket_timeout=1, socket_connect_timeout=1,
+                                retry=Retry(NoBackoff(), 1))
+
+
 def announce_done(job) -> None:
     """A job's end, told to its listeners by whoever settled it outside the engine's stream (a cancel while
     queued, recovery)."""

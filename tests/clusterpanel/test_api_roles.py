@@ -40,6 +40,8 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("GET", "/api/deployments/{pk}/verification/events/"): None,
     ("GET", "/api/uploads/"): None, ("POST", "/api/uploads/"): {"name": "m.gguf", "size": 1000},
     ("GET", "/api/uploads/{pk}/"): None, ("PATCH", "/api/uploads/{pk}/"): None, ("DELETE", "/api/uploads/{pk}/"): None,
+    ("PATCH", "/api/limits/defaults/"): {"requests_per_minute": 9}, ("PATCH", "/api/limits/users/{username}/"):
+    {"requests_per_minute": 9}, ("PATCH", "/api/limits/tokens/{pk}/"): {"requests_per_minute": 9},
 }
 AN_UPLOAD = "00000000-0000-4000-8000-000000000000"
 EVERYONE = {
@@ -47,7 +49,8 @@ EVERYONE = {
     ("GET", "/api/batches/"), ("POST", "/api/batches/"), ("GET", "/api/batches/{pk}/"),
     ("GET", "/api/batches/{pk}/events/"), ("POST", "/api/batches/{pk}/cancel/"), ("GET", "/api/batches/{pk}/results/"),
     ("DELETE", "/api/batches/{pk}/"), ("GET", "/api/deployments/"), ("GET", "/api/tokens/"), ("POST", "/api/tokens/"),
-    ("DELETE", "/api/tokens/{pk}/"),
+    ("DELETE", "/api/tokens/{pk}/"), ("GET", "/api/limits/defaults/"), ("GET", "/api/limits/users/{username}/"),
+    ("GET", "/api/limits/tokens/{pk}/"), ("GET", "/api/usage/"),
 }
 
 
@@ -69,7 +72,7 @@ def filled(path: str, lab: dict) -> str:
     if path.startswith("/api/nodes/{name}/actions/{pk}"):
         path = path.replace("{pk}", str(lab["action"]))
     path = path.replace("/api/models/{name}", "/api/models/standin").replace("{name}", lab["name"])
-    path = path.replace("/api/uploads/{pk}", f"/api/uploads/{AN_UPLOAD}")
+    path = path.replace("/api/uploads/{pk}", f"/api/uploads/{AN_UPLOAD}").replace("{username}", "bob")
     return path.replace("{pk}", str(lab["deployment"]))
 
 

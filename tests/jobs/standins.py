@@ -17,3 +17,19 @@ def engine(slots: int = 2, busy: int = 0, tokens_per_s: float = 0.0, age_s: floa
     """What a ready engine reports (jobs/engine/runner.py set_engine), `age_s` ago."""
     return {"state": "ready", "slots": slots, "busy": busy, "jobs": [], "tokens_per_s": tokens_per_s,
             "at": time.time() - age_s}
+
+
+def ended_job(deployment: Deployment, user, prompt: int, completion: int, token=None, **fields):
+    """A job ended through the engine's own write (runner.write_outcome): counted in the usage ledger exactly as
+    a job the engine ran would be."""
+    from django.utils import timezone
+
+    from jobs.engine import runner
+    from jobs.models import Job, JobKind, JobStatus
+
+    job = Job.objects.create(kind=fields.pop("kind", JobKind.CHAT), deployment=deployment, user=user,
+                             api_token=token, status=JobStatus.RUNNING, attempts=1, started=timezone.now(), **fields)
+    assert runner.write_outcome(job, status=JobStatus.SUCCEEDED, finished=timezone.now(), prompt_tokens=prompt,
+                                completion_tokens=completion)
+    job.refresh_from_db()
+    return job

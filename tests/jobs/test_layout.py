@@ -1,4 +1,4 @@
-"""The jobs app's layers: the Celery tasks on top call down; the pages and APIs (chat, batch, api) use the
+"""The jobs app's layers: the Celery tasks on top call down; the pages and APIs (chat, batch, api, usage) use the
 engine, the queue and the batch services (batching), but not each other; the engine uses the queue; nothing
 below imports what is above it, and nothing at all imports jobs/tasks.py (senders name tasks through
 jobs/messages.py)."""
@@ -10,7 +10,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 # apps.py is where Django starts the app: nothing imports it, and its ready() answers the machines' hooks
 # (nodes/speed.py, nodes/holds.py) with the engine's work, so it sits on top.
-RANK = {"models": 0, "params": 0, "apps": 5, "migrations": 0, "queue": 1, "messages": 1,
+RANK = {"models": 0, "params": 0, "apps": 5, "migrations": 0, "queue": 1, "messages": 1, "usage": 3,
         "engine": 2, "prometheus": 2, "batching": 2, "chat": 3, "batch": 3, "api": 3, "tasks": 4, "management": 4}
 
 
