@@ -120,10 +120,10 @@ def test_a_replica_with_a_laptop_offline_or_not_ready_is_passed_over(replicas):
 def test_every_door_that_names_a_model_routes_and_marks_the_job(replicas, bob):
     first, second = replicas
     jobs(first, JobStatus.RUNNING, 3)
-    job, model = openai_views.submit(bob, openai_api.parse({"model": "tiny", "messages": HI}, JobKind.CHAT))
+    job, model = openai_views.submit(bob, None, openai_api.parse({"model": "tiny", "messages": HI}, JobKind.CHAT))
     assert (job.deployment, model, routing.routed_model(job)) == (second, "tiny", "tiny")
-    pinned, _ = openai_views.submit(bob, openai_api.parse({"model": f"deployment-{first.pk}", "messages": HI},
-                                                          JobKind.CHAT))
+    pinned, _ = openai_views.submit(bob, None, openai_api.parse({"model": f"deployment-{first.pk}", "messages": HI},
+                                                                JobKind.CHAT))
     assert pinned.deployment == first and routing.routed_model(pinned) is None and "routing" not in pinned.params
 
     api = Client(**bearer(bob))
