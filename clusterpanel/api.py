@@ -16,6 +16,7 @@ from jobs.api.views import router as jobs
 from jobs.usage.api import router as usage
 from models_app.api import models, plans
 from models_app.api_deployments import router as deployments
+from models_app.api_oncall import router as on_call
 from models_app.api_uploads import router as uploads
 from nodes.api import router as nodes
 from nodes.api_actions import router as node_actions
@@ -35,6 +36,7 @@ install_error_handlers(api)
 api.add_router("/jobs/", jobs, tags=["jobs"])
 api.add_router("/batches/", batches, tags=["batches"])
 api.add_router("/models/", models, tags=["models"])
+api.add_router("/models/", on_call, tags=["models"])
 api.add_router("/uploads/", uploads, tags=["models"])
 api.add_router("/plans/", plans, tags=["plans"])
 api.add_router("/deployments/", deployments, tags=["deployments"])

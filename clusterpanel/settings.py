@@ -221,8 +221,13 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("TASK_VISIBILIT
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
 # Periodic work, sent by `celery beat` (one process: runpanel's beat, compose's beat service).
 CACHE_CLEAN_EVERY_S = env_int("CACHE_CLEAN_EVERY_S", 3600)
+# On-call models (models_app/oncall.py): how often idle ones are unloaded and waiting ones placed, and the
+# seconds in one of an admin's "idle minutes" (tests make it short).
+ONCALL_CHECK_EVERY_S = env_int("ONCALL_CHECK_EVERY_S", 30)
+ONCALL_IDLE_MINUTE_S = env_int("ONCALL_IDLE_MINUTE_S", 60)
 CELERY_BEAT_SCHEDULE = {
     "clean-laptop-caches": {"task": "nodes.tasks.clean_caches", "schedule": float(CACHE_CLEAN_EVERY_S)},
+    "look-after-on-call-models": {"task": "jobs.tasks.look_after_on_call", "schedule": float(ONCALL_CHECK_EVERY_S)},
 }
 
 # A laptop's rpc cache and downloads may take this share of the room they could have (what they hold plus the

@@ -12,6 +12,7 @@ CONFIRM_STOP = "jobs.tasks.confirm_stop"
 LOAD_ENGINE = "jobs.tasks.load_engine"
 RECOVER_DEPLOYMENT = "jobs.tasks.recover_deployment"
 VERIFY_DEPLOYMENT = "jobs.tasks.verify_deployment"
+PREPARE_ON_CALL = "jobs.tasks.prepare_on_call"
 
 
 def send(task: str, args: tuple, **options) -> None:
@@ -39,3 +40,7 @@ def recover_deployment(deployment_id: int, dead: list[str], job_ids: list[int], 
 
 def verify_deployment(deployment_id: int, user_id: int | None) -> None:
     send(VERIFY_DEPLOYMENT, (deployment_id, user_id))
+
+
+def prepare_on_call(deployment_id: int) -> None:
+    send(PREPARE_ON_CALL, (deployment_id,))

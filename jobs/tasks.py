@@ -63,3 +63,19 @@ def _user(user_id: int):
     from django.contrib.auth import get_user_model
 
     return get_user_model().objects.filter(pk=user_id).first()
+
+
+@shared_task(acks_late=True, ignore_result=True)
+def prepare_on_call(deployment_id: int) -> None:
+    """Runs in an ordinary worker: a deployment an on-call model's request woke (jobs/queue/wakeup.py)."""
+    from jobs.queue import wakeup
+
+    wakeup.prepare(deployment_id)
+
+
+@shared_task(ignore_result=True)
+def look_after_on_call() -> dict:
+    """Sent by celery beat every ONCALL_CHECK_EVERY_S: idle on-call deployments unloaded, waiting ones placed."""
+    from jobs.queue import wakeup
+
+    return wakeup.look_after()

@@ -9,9 +9,9 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, admin_only, errors, form_refusal, paged
-from models_app import removal
+from models_app import oncall, removal
 from models_app.library import LibraryError, register_path
-from models_app.models import GgufModel
+from models_app.models import GgufModel, OnCall
 from models_app.plan_views import PlanForm, plans_for
 from models_app.planning import left_out_words, people_at_once
 from nodes.models import Node
@@ -42,6 +42,8 @@ class ModelOut(Schema):
     quantization: str = Field(description="The file type in words: what a weight is, and its bits.")
     created: datetime
     deployments: list[int] = Field(description="Its deployments that hold laptops now.")
+    on_call: bool = Field(description="Loaded when a request names it, unloaded when idle (see on-call/).")
+    state: str = Field(description="ready, loading, asleep (on call, nothing loaded), or empty: not deployed.")
 
 
 class ModelDetail(ModelOut):
@@ -93,7 +95,8 @@ def model_row(model: GgufModel) -> dict:
             "feed_forward": model.n_ff, "context_length": model.context_length, "vocab_size": model.vocab_size,
             "file_type": model.file_type, "quantization": model.quantization, "created": model.created,
             "deployments": list(model.deployments.filter(status__in=model.deployments.model.ACTIVE)
-                                .values_list("pk", flat=True))}
+                                .values_list("pk", flat=True)),
+            "on_call": OnCall.objects.filter(model=model).exists(), "state": oncall.state_of(model)}
 
 
 def model_detail(model: GgufModel) -> dict:

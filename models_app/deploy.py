@@ -42,9 +42,16 @@ def create(model: GgufModel, nodes: list[Node], ctx: int, mode: str = "fastest",
     """Plan and record a deployment (raises PlanningError with numbers when nothing fits). `slots`: people
     served at once; None: the most of 8, 4, 2, 1 that fit."""
     plan = make_plan(model, nodes, ctx, mode, manual=manual, head_layers=head_layers, slots=slots)
+    return record(model, plan, nodes, ctx, mode, user=user, preseed=preseed)
+
+
+def record(model: GgufModel, plan: Plan, nodes: list[Node], ctx: int, mode: str = "fastest", user=None,
+           preseed: bool = True, on_call: bool = False) -> Deployment:
+    """A deployment of `plan` (made over `nodes`), planned and not yet prepared, with its stages."""
     with transaction.atomic():
         deployment = Deployment.objects.create(model=model, ctx=ctx, slots=plan.slots, mode=mode,
-                                               plan=as_record(plan), created_by=user, preseed=preseed)
+                                               plan=as_record(plan), created_by=user, preseed=preseed,
+                                               on_call=on_call)
         record_stages(deployment, plan, nodes)
     return deployment
 

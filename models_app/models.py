@@ -98,6 +98,8 @@ class Deployment(models.Model):
     # The process preparing it ("<machine>:<pid>:<start time>", models_app/deploy.py): one that is gone
     # left it preparing or loading for good, and a worker starting on that machine ends it.
     preparing_by = models.CharField(max_length=200, blank=True)
+    # Made by the on-call scheduler (models_app/oncall.py), not by an admin: stopped when idle, evictable.
+    on_call = models.BooleanField(default=False)
 
     class Meta:
         ordering = ["-created"]
@@ -197,3 +199,52 @@ class Upload(models.Model):
     @property
     def part_path(self) -> Path:
         return Path(settings.UPLOAD_DIR) / f"{self.pk}.part"
+
+
+class WhenShort(models.TextChoices):
+    WAIT = "wait", "Wait for an idle deployment to be unloaded"
+    EVICT = "evict", "Evict the least recently used idle deployment"
+
+
+class OnCall(models.Model):
+    """A model loaded when a request names it and unloaded when idle (models_app/oncall.py)."""
+
+    model = models.OneToOneField(GgufModel, on_delete=models.CASCADE, related_name="on_call")
+    any_laptop = models.BooleanField(default=True, help_text="Its pool is every ready laptop.")
+    pool = models.ManyToManyField("nodes.Node", blank=True, related_name="on_call_pools")
+    idle_minutes = models.PositiveIntegerField(default=15)
+    replicas = models.PositiveSmallIntegerField(default=1)
+    ctx = models.PositiveIntegerField(default=2048)
+    slots = models.PositiveSmallIntegerField(default=1)
+    when_short = models.CharField(max_length=5, choices=WhenShort.choices, default=WhenShort.WAIT)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return f"{self.model} on call"
+
+
+class OnCallEventKind(models.TextChoices):
+    LOAD = "load", "Load"
+    LOADED = "loaded", "Loaded"
+    FAILED = "failed", "Load failed"
+    WAIT = "wait", "Waiting for laptops"
+    UNLOAD = "unload", "Unloaded"
+    EVICT = "evict", "Evicted"
+
+
+class OnCallEvent(models.Model):
+    """When and why the scheduler loaded or unloaded an on-call model: shown to admins on the model's page."""
+
+    model = models.ForeignKey(GgufModel, on_delete=models.CASCADE, related_name="on_call_events")
+    deployment = models.ForeignKey(Deployment, null=True, blank=True, on_delete=models.SET_NULL,
+                                   related_name="on_call_events")
+    kind = models.CharField(max_length=8, choices=OnCallEventKind.choices)
+    why = models.TextField()
+    at = models.DateTimeField(auto_now_add=True, db_index=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"{self.model} {self.kind} at {self.at:%H:%M:%S}"

@@ -58,13 +58,14 @@ def latest_of(model):
     return model.objects.filter(pk=Subquery(newest))
 
 
-def read_machines(nodes: list[Node], replacing: Deployment | None = None) -> list[list[planner.Machine] | None]:
+def read_machines(nodes: list[Node], replacing: Deployment | None = None,
+                  empty: bool = False) -> list[list[planner.Machine] | None]:
     """Each laptop's devices as the planner sees them (None: not probed yet), laptops in the order given, read
     in four queries whatever their number (three queries per laptop and mode made a plan over 39 laptops wait
-    on the database)."""
+    on the database). `empty`: as if no deployment held any of them (what an on-call model's pool could hold)."""
     latest = (Prefetch("probes", queryset=latest_of(Probe)), Prefetch("link_checks", queryset=latest_of(LinkCheck)))
     fresh = Node.objects.prefetch_related(*latest).in_bulk([node.pk for node in nodes])
-    claimed = claimed_bytes(nodes, replacing)
+    claimed = {} if empty else claimed_bytes(nodes, replacing)
     return [device_machines(fresh.get(node.pk, node), claimed) for node in nodes]
 
 

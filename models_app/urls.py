@@ -1,6 +1,6 @@
 from django.urls import path
 
-from models_app import plan_views, views
+from models_app import oncall_views, plan_views, views
 
 app_name = "models"
 urlpatterns = [
@@ -19,4 +19,6 @@ urlpatterns = [
     path("<slug:name>/", views.model_detail, name="detail"),
     path("<slug:name>/rename/", views.rename_model, name="rename"),
     path("<slug:name>/delete/", views.delete_model, name="delete"),
+    path("<slug:name>/on-call/", oncall_views.save, name="on-call"),
+    path("<slug:name>/on-call/off/", oncall_views.take_off, name="off-call"),
 ]

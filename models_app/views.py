@@ -7,11 +7,11 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from models_app import removal
+from models_app import oncall, oncall_views, removal
 from models_app.forms import RegisterPathForm
 from models_app.gguf_meta import ModelMetadata, bytes_by_kind
 from models_app.library import LibraryError, register_path
-from models_app.models import Deployment, GgufModel, Upload
+from models_app.models import Deployment, GgufModel, OnCall, Upload
 
 MAX_LOOKED_UP = 256  # more than any engine's slots
 
@@ -27,14 +27,21 @@ def model_list(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, f"{model.name} added; its checksum is being computed.")
             return redirect("models:detail", name=model.name)
+    models = list(GgufModel.objects.all())
+    states, on_call = oncall.states(models), set(OnCall.objects.values_list("model_id", flat=True))
+    for model in models:
+        model.on_call_state = states[model.pk] if model.pk in on_call else ""
     return render(request, "models_app/list.html", {
-        "models": GgufModel.objects.all(), "form": form, "upload_limit": settings.UPLOAD_MAX_BYTES,
+        "models": models, "form": form, "upload_limit": settings.UPLOAD_MAX_BYTES,
         "unfinished": Upload.objects.filter(owner=request.user)})
 
 
 @lab_admin_required
 def model_detail(request: HttpRequest, name: str) -> HttpResponse:
-    model = get_object_or_404(GgufModel, name=name)
+    return model_page(request, get_object_or_404(GgufModel, name=name))
+
+
+def model_page(request: HttpRequest, model: GgufModel, on_call_form=None, status: int = 200) -> HttpResponse:
     meta = ModelMetadata(**{f: getattr(model, f) for f in ("architecture", "n_layer", "n_embd", "n_head",
                                                            "n_head_kv", "context_length", "vocab_size",
                                                            "file_type", "layer_bytes", "other_tensors")},
@@ -42,7 +49,8 @@ def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     chart = {"layers": model.layer_bytes, "other": bytes_by_kind(meta)}
     return render(request, "models_app/detail.html", {"model": model, "chart": chart,
                                                        "deployments": model.deployments.all()[:20],
-                                                       "other": bytes_by_kind(meta)})
+                                                       "other": bytes_by_kind(meta),
+                                                       **oncall_views.card(model, on_call_form)}, status=status)
 
 
 @lab_admin_required

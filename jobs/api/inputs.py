@@ -12,7 +12,7 @@ from django.http import HttpRequest
 from django.http.request import RawPostDataException
 
 from jobs.params import NOT_TEXT, unicode_text
-from jobs.queue import queueing, routing
+from jobs.queue import queueing, routing, wakeup
 from models_app.models import Deployment
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
@@ -91,9 +91,14 @@ def deployment_for(model, tokens: int | None = None) -> Deployment:
 
 def target_for(model, tokens: int | None = None) -> Target:
     """Where a request for a model id goes (a model's name or `deployment-<id>`; none given: the default's model).
-    A model's name goes to its replica that will answer soonest (`routing.pick`); `deployment-<id>` to that one."""
+    A model's name goes to its replica that will answer soonest (`routing.pick`); `deployment-<id>` to that one.
+    An on-call model that nothing serves is woken, and the job waits on the deployment loading it (a 503 with the
+    numbers when it fits nowhere: jobs/queue/wakeup.py)."""
     if model is not None and not isinstance(model, str):
         raise InputError("model must be a string.", "model")
+    woken = wake(model) if model else None
+    if woken is not None:
+        return Target(woken, model)
     usable = list(queueing.usable_deployments(offline_too=True))
     if not usable:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
@@ -108,3 +113,10 @@ def target_for(model, tokens: int | None = None) -> Target:
     ready = ", ".join(sorted({name for d in usable for name in d.model_ids}))
     raise InputError(f"The model {model!r} does not exist or is not deployed and ready. Ready: {ready}.",
                      "model", "model_not_found", status=404)
+
+
+def wake(model: str) -> Deployment | None:
+    try:
+        return wakeup.wake(model)
+    except wakeup.NoRoom as exc:
+        raise InputError(str(exc), "model", "model_cannot_load", status=503) from None

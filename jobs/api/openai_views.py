@@ -31,6 +31,8 @@ from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import admission, queueing, routing
 from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
+from models_app import oncall
+from models_app.models import OnCall
 
 log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
@@ -77,9 +79,11 @@ async def models(request: HttpRequest) -> HttpResponse:
 
 def model_list() -> list[dict]:
     """Each model once (its default or newest deployment's figures) with how many replicas are ready, then each
-    deployment as `deployment-<id>`."""
+    deployment as `deployment-<id>`; then each on-call model nothing serves, with its state (loading or asleep):
+    a request naming it wakes it."""
     usable = list(queueing.usable_deployments())
     replicas = Counter(deployment.model.name for deployment in usable)
+    on_call = {row.model.name: row for row in OnCall.objects.select_related("model")}
     seen, listed = set(), []
     for deployment in usable:
         for name in deployment.model_ids:
@@ -87,7 +91,14 @@ def model_list() -> list[dict]:
                 seen.add(name)
                 listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
                                "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
-                               "slots": deployment.slots, "replicas": replicas.get(name, 1)})
+                               "slots": deployment.slots, "replicas": replicas.get(name, 1), "state": "ready",
+                               "on_call": name in on_call})
+    states = oncall.states([row.model for name, row in on_call.items() if name not in seen])
+    for name, row in sorted(on_call.items()):
+        if name not in seen:
+            listed.append({"id": name, "object": "model", "created": int(row.created.timestamp()),
+                           "owned_by": "clusterpanel", "deployment": None, "ctx": row.ctx, "slots": row.slots,
+                           "replicas": 0, "state": states[row.model.pk], "on_call": True})
     return listed
 
 

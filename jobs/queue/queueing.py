@@ -33,6 +33,7 @@ from nodes.models import NodeStatus
 
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
 GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
+WOKEN = (DeploymentStatus.PLANNED, DeploymentStatus.PREPARING, DeploymentStatus.LOADING)  # on-call, loading
 # How long a running job's engine has to confirm a stop before the job ends without it. The engine looks between
 # tokens: reading a long prompt on slow laptops can take tens of seconds before the first.
 STOP_CONFIRM_S = 60
@@ -63,7 +64,9 @@ def cancel_key(job_id: int) -> str:
 
 
 def check_deployment(deployment: Deployment) -> None:
-    if deployment.status not in USABLE:
+    """Refused (QueueError) unless it takes jobs now, or is an on-call model's deployment being woken: its jobs
+    wait for its engine (jobs/queue/wakeup.py), or fail saying why if the load fails."""
+    if deployment.status not in USABLE and not (deployment.on_call and deployment.status in WOKEN):
         raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
                          "not ready: choose a ready deployment.")
     offline = deployment.offline_laptops()

@@ -15,6 +15,7 @@ def sent_by_each_sender(monkeypatch) -> list[tuple[str, tuple, dict]]:
     messages.load_engine(1, "engine.1")
     messages.recover_deployment(1, ["demo-2"], [3, 4])
     messages.verify_deployment(1, 2)
+    messages.prepare_on_call(1)
     return sent
 
 

@@ -1,0 +1,153 @@
+"""The on-call scheduler's choices, read from the database and changing nothing: where an asleep model would load,
+which idle deployment would make room for it, when a deployment has been idle long enough.
+
+A model loads onto the free laptops of its pool: ready, and held by no deployment (planned, preparing, loading,
+serving). When those are too few, the deployments holding the rest are looked at, least recently used first: an
+idle one (an on-call deployment that is ready, with no job queued or running) may be evicted, or waited for;
+one with jobs never is. A model that could not fit on its whole pool even with nothing else loaded has no room
+at all: the request is answered 503 with the numbers (`Room`).
+"""
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from django.db.models import Exists, F, Max, OuterRef, Subquery
+from django.db.models.functions import Coalesce
+from django.utils import timezone
+
+from clusterpanel.units import size
+from jobs.models import Job, JobStatus
+from models_app import fit, oncall, planner
+from models_app.models import Deployment, DeploymentStage, DeploymentStatus, OnCall, OnCallEvent
+from models_app.planning import PlanningError, head_machine, read_machines
+from nodes.models import Node
+
+HOLDING = (DeploymentStatus.PLANNED, *Deployment.ACTIVE)  # a planned deployment's stages hold their laptops too
+BUSY = (JobStatus.QUEUED, JobStatus.RUNNING)
+
+
+@dataclass(frozen=True)
+class Room:
+    """Why a model cannot load anywhere: what it needs, what its pool has in all and free now."""
+    model: str
+    ctx: int
+    needed: int
+    pool: int
+    pool_laptops: int
+    free: int
+    free_laptops: int
+
+    def words(self) -> str:
+        return (f"{self.model} cannot be loaded anywhere: it needs {size(self.needed)} at a context of {self.ctx} "
+                f"tokens; its pool has {size(self.pool)} usable on {self.pool_laptops} ready "
+                f"laptop{'s' if self.pool_laptops != 1 else ''} even with nothing else loaded, and "
+                f"{size(self.free)} free now on {self.free_laptops} free laptop{'s' if self.free_laptops != 1 else ''}."
+                " Add laptops to its pool, or lower its context.")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What to do for an asleep model: load `plan` over `nodes` (after stopping `evict`, when there are any);
+    or wait for `busy` (deployments with jobs) or for `evict` (idle ones, under the "wait" policy); or nothing
+    at all fits (`no_room`)."""
+    plan: planner.Plan | None = None
+    nodes: list[Node] = field(default_factory=list)
+    evict: list[Deployment] = field(default_factory=list)
+    busy: list[Deployment] = field(default_factory=list)
+    no_room: Room | None = None
+
+
+def choose(on_call: OnCall) -> Choice:
+    """Where `on_call`'s model would load now. A handful of queries and at most a few planner runs."""
+    pool = oncall.pool_of(on_call)
+    machines = probed(pool)
+    pool = [node for node in pool if node.name in machines]
+    holders = holding(pool)
+    held = {name for names in holders.values() for name in names}
+    free = [node for node in pool if node.name not in held]
+    plan = try_plan(on_call, free, machines)
+    if plan is not None:
+        return Choice(plan, free)
+    if try_plan(on_call, pool, machines) is None:
+        return Choice(no_room=room(on_call, pool, free, machines))
+    idle = least_recently_used(list(holders))
+    busy = [deployment for deployment in holders if deployment not in idle]
+    freed, weights = list(free), on_call.model.weights_bytes
+    for count, deployment in enumerate(idle, start=1):
+        freed += [node for node in pool if node.name in holders[deployment]]
+        if usable(freed, machines) < weights:  # not worth asking the planner
+            continue
+        plan = try_plan(on_call, [node for node in pool if node in freed], machines)
+        if plan is not None:
+            return Choice(plan, [node for node in pool if node in freed], evict=idle[:count])
+    return Choice(busy=busy, evict=idle)
+
+
+def probed(nodes: list[Node]) -> oncall.Machines:
+    """The laptops' devices as if nothing were loaded (a free laptop has nothing loaded); not the unprobed."""
+    return {node.name: devices for node, devices in zip(nodes, read_machines(nodes, empty=True), strict=True)
+            if devices}
+
+
+def usable(nodes: list[Node], machines: oncall.Machines) -> int:
+    return sum(machine.usable_bytes for node in nodes for machine in machines[node.name])
+
+
+def try_plan(on_call: OnCall, nodes: list[Node], machines: oncall.Machines) -> planner.Plan | None:
+    try:
+        return oncall.plan_on(on_call.model, nodes, machines, on_call.ctx, on_call.slots)
+    except PlanningError:
+        return None
+
+
+def holding(nodes: list[Node]) -> dict[Deployment, set[str]]:
+    """The deployments that hold these laptops (planned to serving), each with the names of those it holds."""
+    stages = (DeploymentStage.objects.filter(node__in=nodes, deployment__status__in=HOLDING)
+              .select_related("deployment", "deployment__model").annotate(name=F("node__name")))
+    found: dict[Deployment, set[str]] = {}
+    for stage in stages:
+        found.setdefault(stage.deployment, set()).add(stage.name)
+    return found
+
+
+def room(on_call: OnCall, pool: list[Node], free: list[Node], machines: oncall.Machines) -> Room:
+    options = planner.Options(ctx=on_call.ctx, slots=on_call.slots, head_may_hold_layers=False)
+    every = [machine for node in pool for machine in machines[node.name]]
+    needed = fit.explain_no_fit(planner.shape_of(on_call.model), head_machine(), every, options).needed
+    return Room(on_call.model.name, on_call.ctx, needed, usable(pool, machines), len(pool), usable(free, machines),
+                len(free))
+
+
+def idle_on_call():
+    """On-call deployments that are ready with no job queued or running, each annotated with `last_job` (the
+    latest moment one of its jobs was made, started or ended) and `last_event` (its latest load record)."""
+    jobs = Job.objects.filter(deployment=OuterRef("pk"))
+    last_job = (jobs.order_by().values("deployment")
+                .annotate(at=Max(Coalesce("finished", "started", "created"))).values("at"))
+    last_event = OnCallEvent.objects.filter(deployment=OuterRef("pk")).order_by("-at").values("at")[:1]
+    return (Deployment.objects.filter(on_call=True, status=DeploymentStatus.READY)
+            .exclude(Exists(jobs.filter(status__in=BUSY)))
+            .annotate(last_job=Subquery(last_job), last_event=Subquery(last_event)).select_related("model"))
+
+
+def last_used(deployment: Deployment) -> datetime:
+    """When it was last used: its latest job, else when it was loaded (or made)."""
+    moments = [getattr(deployment, "last_job", None), getattr(deployment, "last_event", None), deployment.created]
+    return max(moment for moment in moments if moment is not None)
+
+
+def least_recently_used(deployments: list[Deployment]) -> list[Deployment]:
+    """Those of `deployments` that are idle on-call ones, least recently used first; never one with jobs."""
+    idle = list(idle_on_call().filter(pk__in=[deployment.pk for deployment in deployments]))
+    return sorted(idle, key=lambda deployment: (last_used(deployment), deployment.pk))
+
+
+def idle_too_long(minute_s: float, now: datetime | None = None) -> list[tuple[Deployment, float]]:
+    """Idle on-call deployments of models still on call whose idle time has passed, each with its idle seconds."""
+    now = now or timezone.now()
+    found = []
+    for deployment in idle_on_call().filter(model__on_call__isnull=False).select_related("model__on_call"):
+        idle_s = (now - last_used(deployment)).total_seconds()
+        if idle_s >= deployment.model.on_call.idle_minutes * minute_s:
+            found.append((deployment, idle_s))
+    return found
