@@ -9,23 +9,13 @@ from django.views.decorators.http import require_POST
 from clusterpanel.auth import lab_admin_required
 from models_app import oncall
 from models_app.forms import OnCallForm
-from models_app.models import GgufModel, OnCall
-
-EVENTS_SHOWN = 30
-
-
-def card(model: GgufModel, form: OnCallForm | None = None) -> dict:
-    """What the model's page shows of it on call."""
-    on_call = OnCall.objects.filter(model=model).first()
-    return {"on_call": on_call, "on_call_state": oncall.state_of(model), "on_call_form": form or OnCallForm.of(on_call),
-            "on_call_events": model.on_call_events.select_related("deployment")[:EVENTS_SHOWN]}
+from models_app.model_page import model_page
+from models_app.models import GgufModel
 
 
 @lab_admin_required
 @require_POST
 def save(request: HttpRequest, name: str) -> HttpResponse:
-    from models_app.views import model_page
-
     model = get_object_or_404(GgufModel, name=name)
     form = OnCallForm(request.POST)
     if form.is_valid():

@@ -7,10 +7,10 @@ from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel import confirm
 from clusterpanel.auth import lab_admin_required
-from models_app import oncall, oncall_views, removal
+from models_app import oncall, removal
 from models_app.forms import RegisterPathForm
-from models_app.gguf_meta import ModelMetadata, bytes_by_kind
 from models_app.library import LibraryError, register_path
+from models_app.model_page import model_page
 from models_app.models import Deployment, GgufModel, OnCall, Upload
 
 MAX_LOOKED_UP = 256  # more than any engine's slots
@@ -39,18 +39,6 @@ def model_list(request: HttpRequest) -> HttpResponse:
 @lab_admin_required
 def model_detail(request: HttpRequest, name: str) -> HttpResponse:
     return model_page(request, get_object_or_404(GgufModel, name=name))
-
-
-def model_page(request: HttpRequest, model: GgufModel, on_call_form=None, status: int = 200) -> HttpResponse:
-    meta = ModelMetadata(**{f: getattr(model, f) for f in ("architecture", "n_layer", "n_embd", "n_head",
-                                                           "n_head_kv", "context_length", "vocab_size",
-                                                           "file_type", "layer_bytes", "other_tensors")},
-                         name=model.title, file_size=model.size)
-    chart = {"layers": model.layer_bytes, "other": bytes_by_kind(meta)}
-    return render(request, "models_app/detail.html", {"model": model, "chart": chart,
-                                                       "deployments": model.deployments.all()[:20],
-                                                       "other": bytes_by_kind(meta),
-                                                       **oncall_views.card(model, on_call_form)}, status=status)
 
 
 @lab_admin_required
