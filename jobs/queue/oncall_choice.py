@@ -131,9 +131,9 @@ def idle_on_call():
 
 
 def last_used(deployment: Deployment) -> datetime:
-    """When it was last used: its latest job, else when it was loaded (or made)."""
-    moments = [getattr(deployment, "last_job", None), getattr(deployment, "last_event", None), deployment.created]
-    return max(moment for moment in moments if moment is not None)
+    """When it was last used: its latest job or load record (it was loaded after it was made), else when made."""
+    moments = [getattr(deployment, "last_job", None), getattr(deployment, "last_event", None)]
+    return max((moment for moment in moments if moment is not None), default=deployment.created)
 
 
 def least_recently_used(deployments: list[Deployment]) -> list[Deployment]:
