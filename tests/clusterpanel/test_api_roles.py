@@ -33,6 +33,8 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("GET", "/api/models/"): None, ("POST", "/api/models/"): {"path": "/nonexistent.gguf"},
     ("GET", "/api/models/{name}/"): None, ("PATCH", "/api/models/{name}/"): {"name": "other"},
     ("DELETE", "/api/models/{name}/"): None, ("POST", "/api/plans/"): PLAN, ("POST", "/api/deployments/"): PLAN,
+    ("GET", "/api/models/{name}/on-call/"): None, ("PUT", "/api/models/{name}/on-call/"): {"idle_minutes": 5},
+    ("DELETE", "/api/models/{name}/on-call/"): None,
     ("POST", "/api/deployments/{pk}/stop/"): None, ("POST", "/api/deployments/{pk}/verify/"): None,
     ("POST", "/api/deployments/{pk}/default/"): None, ("POST", "/api/deployments/{pk}/again/"): None,
     ("DELETE", "/api/deployments/{pk}/"): None, ("GET", "/api/deployments/{pk}/"): None,
