@@ -61,8 +61,9 @@ def settings_of(on_call: OnCall) -> Settings:
 
 
 def pool_of(on_call: OnCall) -> list[Node]:
-    """The ready laptops of its pool, in natural order of their names."""
-    nodes = Node.objects.filter(status=NodeStatus.READY)
+    """The ready laptops of its pool, in natural order of their names: names only (a laptop's other fields, its
+    private key decrypted among them, are read only for those the planner is asked about)."""
+    nodes = Node.objects.filter(status=NodeStatus.READY).only("name", "status")
     if not on_call.any_laptop:
         nodes = nodes.filter(on_call_pools=on_call)
     return natural_sorted(list(nodes), lambda node: node.name)

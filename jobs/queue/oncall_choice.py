@@ -11,7 +11,7 @@ at all: the request is answered 503 with the numbers (`Room`).
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from django.db.models import Exists, F, Max, OuterRef, Subquery
+from django.db.models import Exists, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
@@ -24,6 +24,8 @@ from nodes.models import Node
 
 HOLDING = (DeploymentStatus.PLANNED, *Deployment.ACTIVE)  # a planned deployment's stages hold their laptops too
 BUSY = (JobStatus.QUEUED, JobStatus.RUNNING)
+# What choosing never reads of a deployment and its model: JSON that costs more to decode than the rest.
+LARGE = ("plan", "engine", "verification", "model__layer_bytes", "model__other_tensors", "model__tensor_hashes")
 
 
 @dataclass(frozen=True)
@@ -58,35 +60,43 @@ class Choice:
 
 
 def choose(on_call: OnCall) -> Choice:
-    """Where `on_call`'s model would load now. A handful of queries and at most a few planner runs."""
+    """Where `on_call`'s model would load now. Laptops are read only as the choice needs them (reading one costs
+    about a millisecond): the free ones, then those of each idle deployment in turn, the whole pool last."""
     pool = oncall.pool_of(on_call)
-    machines = probed(pool)
-    pool = [node for node in pool if node.name in machines]
     holders = holding(pool)
     held = {name for names in holders.values() for name in names}
-    free = [node for node in pool if node.name not in held]
+    machines: oncall.Machines = {}
+    free = probed([node for node in pool if node.name not in held], machines)
     plan = try_plan(on_call, free, machines)
     if plan is not None:
         return Choice(plan, free)
-    if try_plan(on_call, pool, machines) is None:
-        return Choice(no_room=room(on_call, pool, free, machines))
     idle = least_recently_used(list(holders))
-    busy = [deployment for deployment in holders if deployment not in idle]
     freed, weights = list(free), on_call.model.weights_bytes
     for count, deployment in enumerate(idle, start=1):
-        freed += [node for node in pool if node.name in holders[deployment]]
+        freed += probed([node for node in pool if node.name in holders[deployment.pk]], machines)
         if usable(freed, machines) < weights:  # not worth asking the planner
             continue
-        plan = try_plan(on_call, [node for node in pool if node in freed], machines)
+        plan = try_plan(on_call, in_order(pool, freed), machines)
         if plan is not None:
-            return Choice(plan, [node for node in pool if node in freed], evict=idle[:count])
-    return Choice(busy=busy, evict=idle)
+            return Choice(plan, in_order(pool, freed), evict=idle[:count])
+    every = probed([node for node in pool if node.name not in machines], machines) + freed
+    if try_plan(on_call, in_order(pool, every), machines) is None:
+        return Choice(no_room=room(on_call, in_order(pool, every), free, machines))
+    busy = Deployment.objects.filter(pk__in=set(holders) - {deployment.pk for deployment in idle})
+    return Choice(busy=list(busy.select_related("model").order_by("pk")), evict=idle)
 
 
-def probed(nodes: list[Node]) -> oncall.Machines:
-    """The laptops' devices as if nothing were loaded (a free laptop has nothing loaded); not the unprobed."""
-    return {node.name: devices for node, devices in zip(nodes, read_machines(nodes, empty=True), strict=True)
-            if devices}
+def in_order(pool: list[Node], some: list[Node]) -> list[Node]:
+    chosen = {node.pk for node in some}
+    return [node for node in pool if node.pk in chosen]
+
+
+def probed(nodes: list[Node], machines: oncall.Machines) -> list[Node]:
+    """Those of `nodes` that were probed, their devices (as if nothing were loaded: a free laptop has nothing
+    loaded) added to `machines`."""
+    found = read_machines(nodes, empty=True) if nodes else []
+    machines.update({node.name: devices for node, devices in zip(nodes, found, strict=True) if devices})
+    return [node for node in nodes if node.name in machines]
 
 
 def usable(nodes: list[Node], machines: oncall.Machines) -> int:
@@ -100,13 +110,12 @@ def try_plan(on_call: OnCall, nodes: list[Node], machines: oncall.Machines) -> p
         return None
 
 
-def holding(nodes: list[Node]) -> dict[Deployment, set[str]]:
-    """The deployments that hold these laptops (planned to serving), each with the names of those it holds."""
-    stages = (DeploymentStage.objects.filter(node__in=nodes, deployment__status__in=HOLDING)
-              .select_related("deployment", "deployment__model").annotate(name=F("node__name")))
-    found: dict[Deployment, set[str]] = {}
-    for stage in stages:
-        found.setdefault(stage.deployment, set()).add(stage.name)
+def holding(nodes: list[Node]) -> dict[int, set[str]]:
+    """The deployments that hold these laptops (planned to serving), by id, each with the names of those it holds."""
+    stages = DeploymentStage.objects.filter(node__in=nodes, deployment__status__in=HOLDING)
+    found: dict[int, set[str]] = {}
+    for deployment, name in stages.values_list("deployment_id", "node__name"):
+        found.setdefault(deployment, set()).add(name)
     return found
 
 
@@ -127,7 +136,8 @@ def idle_on_call():
     last_event = OnCallEvent.objects.filter(deployment=OuterRef("pk")).order_by("-at").values("at")[:1]
     return (Deployment.objects.filter(on_call=True, status=DeploymentStatus.READY)
             .exclude(Exists(jobs.filter(status__in=BUSY)))
-            .annotate(last_job=Subquery(last_job), last_event=Subquery(last_event)).select_related("model"))
+            .annotate(last_job=Subquery(last_job), last_event=Subquery(last_event)).select_related("model")
+            .defer(*LARGE))
 
 
 def last_used(deployment: Deployment) -> datetime:
@@ -136,9 +146,9 @@ def last_used(deployment: Deployment) -> datetime:
     return max((moment for moment in moments if moment is not None), default=deployment.created)
 
 
-def least_recently_used(deployments: list[Deployment]) -> list[Deployment]:
-    """Those of `deployments` that are idle on-call ones, least recently used first; never one with jobs."""
-    idle = list(idle_on_call().filter(pk__in=[deployment.pk for deployment in deployments]))
+def least_recently_used(deployments: list[int]) -> list[Deployment]:
+    """Those of `deployments` (ids) that are idle on-call ones, least recently used first; never one with jobs."""
+    idle = list(idle_on_call().filter(pk__in=deployments))
     return sorted(idle, key=lambda deployment: (last_used(deployment), deployment.pk))
 
 
