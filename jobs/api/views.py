@@ -10,8 +10,8 @@ from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page,
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.models import Job, JobKind
-from jobs.queue import admission, queueing, routing
+from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import admission, queueing, routing, wakeup
 from models_app.models import Deployment
 
 router = Router()
@@ -80,6 +80,9 @@ class JobOut(Schema):
     user: str | None
     created: str
     position: int = Field(description="1 for the next job to run; 0 when it is not waiting.")
+    waiting_on: str = Field(description=(
+        "While it waits, where its deployment stands: ready, loading, asleep→loading (an on-call model woken for "
+        "it), or waiting for laptops (and why); empty once it runs."))
 
 
 class JobDetail(JobOut):
@@ -90,7 +93,8 @@ class JobDetail(JobOut):
 
 def described(job: Job) -> dict:
     return {**job.summary(), "user": job.user.username if job.user else None, "created": job.created.isoformat(),
-            "position": queueing.position(job)}
+            "position": queueing.position(job),
+            "waiting_on": wakeup.state_words(job) if job.status == JobStatus.QUEUED else ""}
 
 
 def visible_jobs(user):

@@ -12,6 +12,7 @@ from django.utils import timezone
 
 from clusterpanel.celery import app
 from jobs import messages
+from jobs.api.views import described
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
 from models_app import deploy, oncall
@@ -90,6 +91,7 @@ def test_wait_queues_the_request_until_an_idle_deployment_is_unloaded(full_lab, 
         f"waiting for laptops (the free laptops of its pool cannot hold it, and it waits (its policy) until idle "
         f"#{full_lab['older'].pk} of older is unloaded or stopped)")
     assert oncall.state_of(waiting.model) == "loading"
+    assert described(job)["waiting_on"] == wakeup.state_words(job), "/api/jobs/ says so too"
     assert ask("late").deployment == waiting, "a second request waits on the same deployment"
     assert wakeup.look_after() == {"unloaded": 0, "placed": 0, "ended": 0}, "nobody has been idle for an hour"
     settings.ONCALL_IDLE_MINUTE_S = 20  # an idle time of 1200 s: "older" has been idle 1800 s, "newer" 60
