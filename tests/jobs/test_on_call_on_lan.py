@@ -44,7 +44,8 @@ def answer(api: openai.OpenAI, model: str) -> str:
 
 def rpc_servers_on(node) -> str:
     """The laptop's own rpc-servers (its user's: the simulated laptops share the machine's processes)."""
-    return ssh.run(node.ssh_target(), ["pgrep", "-u", node.username, "-x", "ggml-rpc-server"], timeout=10).stdout.strip()
+    found = ssh.run(node.ssh_target(), ["pgrep", "-u", node.username, "-x", "ggml-rpc-server"], timeout=10)
+    return found.stdout.strip()
 
 
 def test_an_asleep_model_answers_once_loaded_and_is_unloaded_when_idle(asleep, web_server, bob, settings):
