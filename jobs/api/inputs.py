@@ -116,6 +116,8 @@ def target_for(model, tokens: int | None = None) -> Target:
 
 
 def wake(model: str) -> Deployment | None:
+    if not model.isprintable():  # no model has such a name, and a NUL is PostgreSQL's 500
+        return None
     try:
         return wakeup.wake(model)
     except wakeup.NoRoom as exc:
