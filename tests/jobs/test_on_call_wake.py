@@ -139,3 +139,14 @@ def test_the_scheduler_decides_within_50_ms_over_30_laptops_and_10_on_call_model
     # The target is 50 ms (bench/oncall.py measures it); here, beside other test runs on 2 cores, the
     # median is held to four times that, so a slow neighbour does not fail it while a regression still does.
     assert statistics.median(times) < 0.2, times
+
+
+def test_with_replicas_it_loads_each_on_laptops_of_its_own_when_they_are_free(db, sent):
+    model = gguf("small")
+    on_call(model, laptops(3), replicas=2)
+    job = ask("small")
+    made = list(Deployment.objects.filter(model=model).order_by("pk"))
+    assert len(made) == 2 and job.deployment == made[0]
+    assert laptops_of(made[0]) and not laptops_of(made[0]) & laptops_of(made[1])
+    assert [event.why.split(";")[0] for event in OnCallEvent.objects.order_by("pk")] == [
+        "A request asked for it while it was asleep", "Replica 2 of 2, on laptops still free"]
