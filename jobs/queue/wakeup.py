@@ -40,18 +40,24 @@ class NoRoom(Exception):
 def wake(model_name: str) -> Deployment | None:
     """The deployment a request for `model_name` queues on when the model is on call and nothing of it serves: one
     being woken already, or one made now (loading, or waiting for laptops). None when the model is not on call or
-    a deployment of it serves (routing picks). Two requests at once make one: the on-call row is locked while
-    this decides (PostgreSQL), and SQLite's transactions here are IMMEDIATE, so they take turns there too."""
+    a deployment of it serves (routing picks). Two requests at once make one (`one_at_a_time`)."""
     if not OnCall.objects.filter(model__name=model_name).exists() or serving(model_name):
         return None  # most requests: read without taking the lock
     with transaction.atomic():
-        on_call = (OnCall.objects.select_for_update(of=("self",)).select_related("model")
-                   .filter(model__name=model_name).first())
+        one_at_a_time()
+        on_call = OnCall.objects.select_related("model").filter(model__name=model_name).first()
         if on_call is None or serving(model_name):
             return None
         waking = (Deployment.objects.filter(model=on_call.model, on_call=True, status__in=oncall.WAKING)
                   .order_by("created", "pk").first())
         return waking or load(on_call, "A request asked for it while it was asleep")
+
+
+def one_at_a_time() -> None:
+    """The scheduler decides one thing at a time, until the transaction ends: every on-call row locked, in one
+    order (PostgreSQL), so two models woken at once never plan onto the same free laptop and one model is never
+    woken twice. SQLite's transactions here are IMMEDIATE: they take turns already."""
+    list(OnCall.objects.select_for_update().order_by("pk").values_list("pk", flat=True))
 
 
 def serving(model_name: str) -> bool:
@@ -117,9 +123,9 @@ def waiting_words(on_call: OnCall, choice: Choice) -> str:
         held = ", ".join(f"#{d.pk} of {d.model.name}" for d in choice.evict)
         return (f"the free laptops of its pool cannot hold it, and it waits (its policy) until idle {held} "
                 "is unloaded or stopped")
-    held = ", ".join(f"#{d.pk} of {d.model.name}" for d in choice.busy + choice.evict) or "other deployments"
-    return (f"the free laptops of its pool cannot hold it, and the others are held by {held}, with jobs; it waits "
-            "until one is idle and unloaded, or stopped")
+    busy = ", ".join(f"#{d.pk} of {d.model.name}" for d in choice.busy) or "none now"
+    return ("the free laptops of its pool cannot hold it, even with every idle deployment gone; it waits until a "
+            f"deployment with jobs ({busy}) is idle and unloaded, or stopped")
 
 
 def stop_if_idle(deployment: Deployment, kind: str, why: str) -> bool:
@@ -158,7 +164,8 @@ def place(waiting: Deployment) -> bool:
     """A deployment waiting for laptops placed if it now fits (evicting under "evict"); given up when nobody
     waits for it any more, its model is off call, or it fits nowhere. Whether it was placed."""
     with transaction.atomic():
-        on_call = OnCall.objects.select_for_update(of=("self",)).filter(model=waiting.model_id).first()
+        one_at_a_time()
+        on_call = OnCall.objects.filter(model=waiting.model_id).first()
         if on_call is None:
             return give_up(waiting, DeploymentStatus.STOPPED, "Its model was taken off call while it waited.")
         if not Job.objects.filter(deployment=waiting, status=JobStatus.QUEUED).exists():
