@@ -19,6 +19,7 @@ from models_app import deploy, oncall
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent
 from nodes.models import RpcServer
 from tests.oncall_rows import gguf, laptops, on_call, serving
+from tests.rows import client_for
 
 HI = [{"role": "user", "content": "Hello?"}]
 
@@ -147,3 +148,16 @@ def test_celery_beat_asks_for_the_look_after_and_a_deployment_nobody_waits_for_i
     job.deployment.refresh_from_db()
     assert job.deployment.status == DeploymentStatus.STOPPED
     assert job.deployment.status_detail == "Nobody waits for it any more."
+
+
+def test_a_deployment_waiting_for_laptops_reads_on_its_pages(full_lab, alice):
+    waiting = ask("late").deployment
+    page = client_for(alice)
+    for path in (f"/models/deployments/{waiting.pk}/", "/models/deployments/", "/", "/models/late/"):
+        answer = page.get(path)
+        assert answer.status_code == 200, (path, answer.status_code)
+    assert b"Waiting for laptops: the free laptops of its pool cannot hold it" in page.get(
+        f"/models/deployments/{waiting.pk}/").content
+    assert b"Waiting for laptops" in page.get("/models/late/").content, "the model's page lists the record"
+    detail = page.get(f"/api/deployments/{waiting.pk}/")
+    assert detail.status_code == 200 and detail.json()["status"] == "planned"
