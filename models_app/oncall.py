@@ -55,11 +55,6 @@ class Settings:
     when_short: str = WhenShort.WAIT
 
 
-def settings_of(on_call: OnCall) -> Settings:
-    pool = None if on_call.any_laptop else list(on_call.pool.all())
-    return Settings(pool, on_call.idle_minutes, on_call.replicas, on_call.ctx, on_call.slots, on_call.when_short)
-
-
 def pool_of(on_call: OnCall) -> list[Node]:
     """The ready laptops of its pool, in natural order of their names: names only (a laptop's other fields, its
     private key decrypted among them, are read only for those the planner is asked about)."""
