@@ -130,7 +130,7 @@ def plan_on(model: GgufModel, nodes: list[Node], machines: Machines, ctx: int, s
     the laptops one model can span); PlanningError with numbers when it does not fit."""
     if not nodes:
         raise PlanningError("no laptop of its pool is free.")
-    ranked = sorted(nodes, key=lambda node: (-max(m.bandwidth_gb_s for m in machines[node.name]),
+    ranked = sorted(nodes, key=lambda node: (-max((m.bandwidth_gb_s for m in machines[node.name]), default=0),
                                               -sum(m.usable_bytes for m in machines[node.name])))
     chosen = [node for node in nodes if node in ranked[:runtime.MAX_LAPTOPS]]
     return make_plan(model, chosen, ctx, "fastest", slots=slots,
