@@ -129,7 +129,7 @@ def plan_on(model: GgufModel, nodes: list[Node], machines: Machines, ctx: int, s
     """Today's planner, fastest mode, the head holding no layers, on the fastest and roomiest of `nodes` (up to
     the laptops one model can span); PlanningError with numbers when it does not fit."""
     if not nodes:
-        raise PlanningError("no laptop of its pool is free.")
+        raise PlanningError("No laptop of its pool is left for it.")
     ranked = sorted(nodes, key=lambda node: (-max((m.bandwidth_gb_s for m in machines[node.name]), default=0),
                                               -sum(m.usable_bytes for m in machines[node.name])))
     chosen = [node for node in nodes if node in ranked[:runtime.MAX_LAPTOPS]]
