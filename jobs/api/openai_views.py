@@ -1,17 +1,21 @@
 """The OpenAI-compatible API under /v1/: models, chat completions and completions, streamed or whole.
 
-Each request is one job, queued like any other. The response waits for the job's
-first token (or its end) before it answers, so a prompt too long for the context
-is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
-for the whole answer. A client that goes away takes its job with it. A job that a
-laptop's death failed before anything was sent is followed to its retry, so the
-client gets the retried answer rather than the failure; a stream that had sent part
-of the answer follows the retry too and sends what the client does not have, when
-the retry says the same again (`Caught`). A model's name goes to its replica that
-answers soonest (jobs/queue/routing.py). A request over one of its sender's limits
+Each request is one job, queued like any other. A streamed response waits for the
+job's first token (or its end) before it answers, so a prompt too long for the
+context is a plain 400 even when streaming, unless the job has to wait (behind
+others, or for its model): then the stream begins at once with an SSE comment
+saying where the job stands, and another every STREAM_KEEPALIVE_S until the first
+token, so no client or proxy gives up on a quiet connection. A whole answer is waited
+for. A client that goes away takes its job with it. A job that a laptop's death
+failed before anything was sent is followed to its retry, so the client gets the
+retried answer rather than the failure; a stream that had sent part of the answer
+follows the retry too and sends what the client does not have, when the retry
+says the same again (`Caught`). A model's name goes to its replica that answers
+soonest (jobs/queue/routing.py). A request over one of its sender's limits
 (jobs/queue/admission.py) is OpenAI's 429, before anything is queued.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -19,6 +23,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -30,10 +35,15 @@ from jobs.api.openai_api import Request, Shapes
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import admission, queueing, routing
-from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
+from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
+from jobs.queue.standing import standing
 
 log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
+# Before its first token a streamed job is asked every DECIDE_S whether it waits; while it waits, its stream
+# says so every settings.STREAM_KEEPALIVE_S (a client's 60 s read timeout once gave up on a request queued
+# behind two long answers).
+DECIDE_S = 0.5
 REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
 
 
@@ -163,15 +173,17 @@ class Answer:
     def __init__(self, job: Job, wanted: Request, model: str) -> None:
         self.job, self.wanted, self.model = job, wanted, model
         self.shapes = Shapes(job.pk, int(job.created.timestamp()), model, wanted.kind)
-        self.listener, self.events = JobEvents(job.pk), None
+        self.listener, self.events, self.next = JobEvents(job.pk), None, None
         self.head: list[dict] = []  # events read before answering: up to the first token, or all of them
 
     async def respond(self) -> HttpResponse:
         handed_on = False
         try:
-            await self.listener.open()
-            self.events = self.listener.events()
-            await self.read_until(lambda event: event["event"] == "token" and self.wanted.stream)
+            await self.listen()
+            waits = await self.first_or_waiting() if self.wanted.stream else await self.read_until(lambda e: False)
+            if waits:
+                handed_on = True
+                return self.streaming(waits)
             done = self.done()
             if done and done.get("status") == JobStatus.FAILED:
                 again = await self.retried()
@@ -186,8 +198,7 @@ class Answer:
             if not self.wanted.stream:
                 return JsonResponse(self.shapes.whole(done))
             handed_on = True
-            return StreamingHttpResponse(self.sse(), content_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return self.streaming(None)
         finally:
             if not handed_on:
                 await self.end()
@@ -205,25 +216,67 @@ class Answer:
                 await self.listener.listen_again()
         return None
 
-    async def read_until(self, enough) -> None:
-        async for event in self.events:
+    def streaming(self, waits: str | None) -> StreamingHttpResponse:
+        return StreamingHttpResponse(self.sse(waits), content_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def listen(self) -> None:
+        await self.listener.open()
+        self.events = self.listener.events()
+        self.next = Next(self.events)
+
+    async def read_until(self, enough, within: float | None = None) -> bool:
+        """Events into `head` until the end or `enough`; False when they ended, True when `within` seconds
+        passed without one first."""
+        while True:
+            try:
+                event = await self.next.get(within)
+            except StopAsyncIteration:
+                return False
+            if event is QUIET:
+                return True
             self.head.append(event)
             if event["event"] == "done" or enough(event):
-                return
+                return False
+
+    async def first_or_waiting(self) -> str | None:
+        """Where the job stands, as soon as it is seen waiting; else None once its first token or its end is in
+        `head`. Asked of the database, not by waiting on events with a timeout: a wait left pending here would
+        go on in the response's stream, where this request's thread is gone."""
+        while True:
+            waits, queued = await sync_to_async(standing_now)(self.job.pk)
+            if waits or not queued:
+                break
+            await asyncio.sleep(DECIDE_S)
+        if waits:
+            return waits
+        await self.read_until(lambda event: event["event"] == "token")
+        return None
+
+    async def keep_alive(self, waits: str) -> AsyncIterator[str]:
+        """SSE comments (which clients ignore) saying where the job stands, until its first token or its end."""
+        yield comment(waits)
+        while await self.read_until(lambda event: event["event"] == "token", settings.STREAM_KEEPALIVE_S):
+            yield comment(await sync_to_async(standing)(self.job.pk) or "starting")
 
     def done(self) -> dict | None:
         return self.head[-1] if self.head and self.head[-1]["event"] == "done" else None
 
     async def end(self) -> None:
         """Let go of the job's group; a job nobody waits for any more is cancelled."""
+        if self.next is not None:
+            await self.next.close()
         if self.events is not None:
             await self.events.aclose()
         await self.listener.close()
         await sync_to_async(cancel_unfinished)(self.job.pk)
 
-    async def sse(self) -> AsyncIterator[str]:
+    async def sse(self, waits: str | None) -> AsyncIterator[str]:
         sent = []
         try:
+            if waits:
+                async for line in self.keep_alive(waits):
+                    yield line
             if self.shapes.chat:
                 yield data(self.shapes.chunk(role=True))
             while True:
@@ -265,17 +318,21 @@ class Answer:
         await self.end()
         self.job = await sync_to_async(Job.objects.get)(pk=again)
         self.listener, self.head = JobEvents(again), []
-        self.events = None
-        await self.listener.open()
-        self.events = self.listener.events()
+        self.events = self.next = None
+        await self.listen()
         return True
 
     async def all_events(self) -> AsyncIterator[dict]:
-        for event in self.head:
+        head, self.head = self.head, []
+        for event in head:
             yield event
-        if not self.done():
-            async for event in self.events:
-                yield event
+        if head and head[-1]["event"] == "done":
+            return
+        while True:
+            try:
+                yield await self.next.get(None)
+            except StopAsyncIteration:
+                return
 
     def closing(self, done: dict, sent: str) -> list[str]:
         if done.get("status") == JobStatus.FAILED:
@@ -316,6 +373,15 @@ def text_parted(event: dict, caught: Caught) -> bool:
 PARTED = ("A laptop failed in the middle of this answer and its retry said something else than what was already "
           "sent (a sampled answer is not given twice), so the answer stops here. Send the request again, or send "
           "it with temperature 0 or a seed to be given the rest.")
+
+
+def standing_now(job_id: int) -> tuple[str | None, bool]:
+    """Where the job stands if it waits, and whether it is still queued at all."""
+    return standing(job_id), Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).exists()
+
+
+def comment(text: str) -> str:
+    return f": {' '.join(text.split())}\n\n"
 
 
 def data(body: dict) -> str:
