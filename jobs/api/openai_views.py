@@ -44,6 +44,7 @@ FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after
 # says so every settings.STREAM_KEEPALIVE_S (a client's 60 s read timeout once gave up on a request queued
 # behind two long answers).
 DECIDE_S = 0.5
+UNTAKEN_S = 10.0  # a job next in line that its engine has not taken by then gets the stream's comments too
 REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
 
 
@@ -243,10 +244,13 @@ class Answer:
         """Where the job stands, as soon as it is seen waiting; else None once its first token or its end is in
         `head`. Asked of the database, not by waiting on events with a timeout: a wait left pending here would
         go on in the response's stream, where this request's thread is gone."""
+        deadline = time.monotonic() + UNTAKEN_S
         while True:
             waits, queued = await sync_to_async(standing_now)(self.job.pk)
             if waits or not queued:
                 break
+            if time.monotonic() > deadline:  # next in line, yet its engine has not taken it: say so meanwhile
+                return f"queued, next in line on deployment #{self.job.deployment_id}; its engine has not taken it yet"
             await asyncio.sleep(DECIDE_S)
         if waits:
             return waits
@@ -254,10 +258,24 @@ class Answer:
         return None
 
     async def keep_alive(self, waits: str) -> AsyncIterator[str]:
-        """SSE comments (which clients ignore) saying where the job stands, until its first token or its end."""
+        """SSE comments (which clients ignore) saying where the job stands, one every STREAM_KEEPALIVE_S however
+        many other events come meanwhile (a busy queue tells each waiting job its new place after every step),
+        until its first token or its end."""
         yield comment(waits)
-        while await self.read_until(lambda event: event["event"] == "token", settings.STREAM_KEEPALIVE_S):
-            yield comment(await sync_to_async(standing)(self.job.pk) or "starting")
+        due = time.monotonic() + settings.STREAM_KEEPALIVE_S
+        while True:
+            try:
+                event = await self.next.get(max(due - time.monotonic(), 0))
+            except StopAsyncIteration:
+                return
+            if event is QUIET:
+                yield comment(await sync_to_async(standing)(self.job.pk) or "starting")
+                due = time.monotonic() + settings.STREAM_KEEPALIVE_S
+                continue
+            if event["event"] != "queue":  # places are said in the comments; the rest is replayed in order
+                self.head.append(event)
+            if event["event"] in ("token", "done"):
+                return
 
     def done(self) -> dict | None:
         return self.head[-1] if self.head and self.head[-1]["event"] == "done" else None
@@ -292,8 +310,12 @@ class Answer:
                     elif event["event"] == "done":
                         break
                 await events.aclose()
-                if event["event"] == "done" and event.get("status") == JobStatus.FAILED and await self.follow():
-                    continue  # the retry's events, from where the client's text ends
+                if event.get("event") == "done" and event.get("status") == JobStatus.FAILED:
+                    followed = []
+                    async for line in self.follow(followed):
+                        yield line
+                    if followed[-1]:
+                        continue  # the retry's events, from where the client's text ends
                 if text_parted(event, caught):
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
@@ -301,7 +323,7 @@ class Answer:
                 for line in self.closing(event, "".join(sent)):
                     yield line
                 return
-        except StreamLost as exc:  # the client hears why the stream ends, rather than a cut connection
+        except (StreamLost, *REDIS_DOWN) as exc:  # the client hears why the stream ends, not a cut connection
             log.warning("job %s: stream ended: %s", self.job.pk, exc)
             yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
                                         "service_unavailable", "server_error"))
@@ -309,18 +331,28 @@ class Answer:
         finally:
             await self.end()
 
-    async def follow(self) -> bool:
+    async def follow(self, followed: list[bool]) -> AsyncIterator[str]:
         """After a failure mid-answer: listen to its retry instead, once recovery queues one (on another replica
-        of the model, for a request routed by model); False when none comes."""
-        again = await self.retried()
+        of the model, for a request routed by model), saying meanwhile that it waits, until the retry's first
+        token; `followed` gets False when no retry comes."""
+        waiting = asyncio.ensure_future(self.retried())
+        try:
+            while not (await asyncio.wait({waiting}, timeout=settings.STREAM_KEEPALIVE_S))[0]:
+                yield comment("a laptop failed under this answer: waiting for its retry")
+        finally:
+            if not waiting.done():  # the client went away meanwhile
+                waiting.cancel()
+        again = waiting.result()
+        followed.append(again is not None)
         if again is None:
-            return False
+            return
         await self.end()
         self.job = await sync_to_async(Job.objects.get)(pk=again)
         self.listener, self.head = JobEvents(again), []
         self.events = self.next = None
         await self.listen()
-        return True
+        async for line in self.keep_alive(f"retried as job {again}"):
+            yield line
 
     async def all_events(self) -> AsyncIterator[dict]:
         head, self.head = self.head, []
@@ -364,7 +396,7 @@ class Caught:
 
 def text_parted(event: dict, caught: Caught) -> bool:
     """The stream stopped on a token the client cannot be given, or its retry ended on other text than was sent."""
-    if event["event"] != "done":
+    if event.get("event") != "done":
         return True
     output = event.get("output") or ""
     return bool(caught.sent) and event.get("status") == JobStatus.SUCCEEDED and not output.startswith(caught.sent)

@@ -5,6 +5,7 @@ as a plain error before the stream begins)."""
 
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing
+from models_app.models import DeploymentStatus
 
 
 def standing(job_id: int) -> str | None:
@@ -13,11 +14,18 @@ def standing(job_id: int) -> str | None:
         return None
     engine = job.deployment.engine or {}
     place = queueing.position(job)
-    free = max(number(engine.get("slots")) - number(engine.get("busy")), 0) if engine.get("state") == "ready" else 0
+    free = max(number(engine.get("slots")) - number(engine.get("busy")), 0) if taking(job.deployment, engine) else 0
     if 0 < place <= free:
         return None
     ahead = f"{place - 1} ahead of it" if place > 1 else "next in line"
     return f"queued, {ahead} on deployment #{job.deployment_id}; {engine_words(job.deployment, engine)}"
+
+
+def taking(deployment, engine: dict) -> bool:
+    """Whether the engine's free slots can be believed: it is ready and its deployment serves. Its report may
+    be old (an idle engine says nothing until a job comes, and one in a long step cannot speak): a job it has
+    not taken within a few seconds gets the comments all the same (jobs/api/openai_views.py UNTAKEN_S)."""
+    return engine.get("state") == "ready" and deployment.status == DeploymentStatus.READY
 
 
 def engine_words(deployment, engine: dict) -> str:
