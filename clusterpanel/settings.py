@@ -179,6 +179,11 @@ if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
 # How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
 # answers 503 (jobs/queue/listen.py); meanwhile it also watches the job's row, which outlives Redis.
 REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
+# How often a streamed answer that waits (behind other jobs, or for its model) says so in an SSE comment, until
+# its first token (jobs/api/openai_views.py): well under the 60 s read timeouts of clients and proxies.
+STREAM_KEEPALIVE_S = env_int("STREAM_KEEPALIVE_S", 10)
+if STREAM_KEEPALIVE_S < 1:
+    raise SystemExit("STREAM_KEEPALIVE_S must be at least 1 (seconds).")
 # How many people get their own series in /metrics' per-person token counters; the rest share "(others)".
 METRICS_TOP_USERS = env_int("METRICS_TOP_USERS", 10)
 if METRICS_TOP_USERS < 0:

@@ -59,14 +59,16 @@ def clean(node: Node, why: str) -> Cleaned:
     the laptop's cache cannot be listed or changed (busy: BUSY), SSHError when the laptop cannot be reached."""
     target = node.ssh_target()
     asked(node)  # first outside the lock: a model whose file changed is hashed again, which may take minutes
-    with rpccache.locked(node.pk, WAIT_FOR_LOCK_S, BUSY):
+    with rpccache.locked(node.pk, WAIT_FOR_LOCK_S, BUSY) as lock:
         started = time.monotonic()
         found = rpccache.listing(target, node.install_dir)
         needed = asked(node)  # after the listing: a deployment that began before it is seen
         limit = cachecap.cap(found, node.cache_cap, settings.CACHE_CAP_PERCENT)
         chosen = cachecap.choose(found, needed, limit)
         decided = time.monotonic()
+        lock.reacquire()  # each step may take up to its SSH timeout: the lock must outlast the removal
         free = rpccache.remove(target, node.install_dir, [f.name for f in chosen]) if chosen else found.free
+        lock.reacquire()
         rpccache.touch(target, node.install_dir, [f.name for f in found.files if f.name in needed])
         removed_s = time.monotonic() - decided
     gone = {f.name for f in chosen}

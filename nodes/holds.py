@@ -29,7 +29,7 @@ QUESTIONS = {
     "moved": lambda node, was: [],  # `node` answers at a new address (`was` the old one): what follows, in words
     # The names of the rpc-cache files that deployments planned, preparing, loading or serving on `node` need
     # there: set[str]; NotKnown (in words) when one's cannot be told, and then nothing may be removed.
-    "cache_needs": lambda node: set(),
+    "cache_needs": lambda node: not_asked_yet(),  # fail closed: a clean must never guess "nothing is needed"
     "cache_owners": lambda: {},  # {file name: model name} for every tensor file a model of the library makes
 }
 answers: dict[str, Callable] = dict(QUESTIONS)
@@ -37,6 +37,10 @@ answers: dict[str, Callable] = dict(QUESTIONS)
 
 class NotKnown(Exception):
     """What a deployment needs cannot be told (its model's file is gone and its hashes were never taken)."""
+
+
+def not_asked_yet():
+    raise NotKnown("no app answers which files the deployments need (models_app is not loaded here)")
 
 
 def answer(**functions: Callable) -> None:

@@ -48,7 +48,7 @@ TOUCH = """cd -- "$1/cache/rpc" 2>/dev/null || exit 0
 grep -E '^[0-9a-f]{16}$' | xargs touch -c --
 """
 CACHE_NAME = re.compile(r"[0-9a-f]{16}")
-LOCK_TTL_S = 120
+LOCK_TTL_S = 330  # longer than the longest step under it (a removal: 300 s), renewed between steps
 
 
 class CacheError(Exception):

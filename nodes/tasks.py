@@ -241,7 +241,9 @@ def clean_one(node_id: int, why: str) -> bool:
     try:
         cleaning.clean(node, why)
         return True
-    except (cleaning.CleanRefused, rpccache.CacheError, ssh.SSHError) as exc:
+    except Exception as exc:  # noqa: BLE001 (whatever it was, the other laptops are still cleaned, and it is told)
+        if not isinstance(exc, cleaning.CleanRefused | rpccache.CacheError | ssh.SSHError):
+            log.exception("cleaning %s's cache (%s) failed unexpectedly", node, why)
         log.warning("cleaning %s's cache (%s) failed: %s", node, why, exc)
         failed = {**node.cache_state, "failed": str(exc), "failed_at": timezone.now().isoformat(), "why": why}
         Node.objects.filter(pk=node.pk).update(cache_state=failed)

@@ -1,17 +1,21 @@
 """The OpenAI-compatible API under /v1/: models, chat completions and completions, streamed or whole.
 
-Each request is one job, queued like any other. The response waits for the job's
-first token (or its end) before it answers, so a prompt too long for the context
-is a plain 400 even when streaming; then it streams Server-Sent Events, or waits
-for the whole answer. A client that goes away takes its job with it. A job that a
-laptop's death failed before anything was sent is followed to its retry, so the
-client gets the retried answer rather than the failure; a stream that had sent part
-of the answer follows the retry too and sends what the client does not have, when
-the retry says the same again (`Caught`). A model's name goes to its replica that
-answers soonest (jobs/queue/routing.py). A request over one of its sender's limits
+Each request is one job, queued like any other. A streamed response waits for the
+job's first token (or its end) before it answers, so a prompt too long for the
+context is a plain 400 even when streaming, unless the job has to wait (behind
+others, or for its model): then the stream begins at once with an SSE comment
+saying where the job stands, and another every STREAM_KEEPALIVE_S until the first
+token, so no client or proxy gives up on a quiet connection. A whole answer is waited
+for. A client that goes away takes its job with it. A job that a laptop's death
+failed before anything was sent is followed to its retry, so the client gets the
+retried answer rather than the failure; a stream that had sent part of the answer
+follows the retry too and sends what the client does not have, when the retry
+says the same again (`Caught`). A model's name goes to its replica that answers
+soonest (jobs/queue/routing.py). A request over one of its sender's limits
 (jobs/queue/admission.py) is OpenAI's 429, before anything is queued.
 """
 
+import asyncio
 import json
 import logging
 import time
@@ -19,6 +23,7 @@ from collections import Counter
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
+from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.views.decorators.csrf import csrf_exempt
@@ -30,12 +35,18 @@ from jobs.api.openai_api import Request, Shapes
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import admission, queueing, routing
-from jobs.queue.listen import REDIS_DOWN, JobEvents, StreamLost
+from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
+from jobs.queue.standing import standing
 from models_app import oncall
 from models_app.models import OnCall
 
 log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
+# Before its first token a streamed job is asked every DECIDE_S whether it waits; while it waits, its stream
+# says so every settings.STREAM_KEEPALIVE_S (a client's 60 s read timeout once gave up on a request queued
+# behind two long answers).
+DECIDE_S = 0.5
+UNTAKEN_S = 10.0  # a job next in line that its engine has not taken by then gets the stream's comments too
 REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
 
 
@@ -174,15 +185,17 @@ class Answer:
     def __init__(self, job: Job, wanted: Request, model: str) -> None:
         self.job, self.wanted, self.model = job, wanted, model
         self.shapes = Shapes(job.pk, int(job.created.timestamp()), model, wanted.kind)
-        self.listener, self.events = JobEvents(job.pk), None
+        self.listener, self.events, self.next = JobEvents(job.pk), None, None
         self.head: list[dict] = []  # events read before answering: up to the first token, or all of them
 
     async def respond(self) -> HttpResponse:
         handed_on = False
         try:
-            await self.listener.open()
-            self.events = self.listener.events()
-            await self.read_until(lambda event: event["event"] == "token" and self.wanted.stream)
+            await self.listen()
+            waits = await self.first_or_waiting() if self.wanted.stream else await self.read_until(lambda e: False)
+            if waits:
+                handed_on = True
+                return self.streaming(waits)
             done = self.done()
             if done and done.get("status") == JobStatus.FAILED:
                 again = await self.retried()
@@ -197,8 +210,7 @@ class Answer:
             if not self.wanted.stream:
                 return JsonResponse(self.shapes.whole(done))
             handed_on = True
-            return StreamingHttpResponse(self.sse(), content_type="text/event-stream",
-                                         headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+            return self.streaming(None)
         finally:
             if not handed_on:
                 await self.end()
@@ -216,10 +228,64 @@ class Answer:
                 await self.listener.listen_again()
         return None
 
-    async def read_until(self, enough) -> None:
-        async for event in self.events:
+    def streaming(self, waits: str | None) -> StreamingHttpResponse:
+        return StreamingHttpResponse(self.sse(waits), content_type="text/event-stream",
+                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+    async def listen(self) -> None:
+        await self.listener.open()
+        self.events = self.listener.events()
+        self.next = Next(self.events)
+
+    async def read_until(self, enough, within: float | None = None) -> bool:
+        """Events into `head` until the end or `enough`; False when they ended, True when `within` seconds
+        passed without one first."""
+        while True:
+            try:
+                event = await self.next.get(within)
+            except StopAsyncIteration:
+                return False
+            if event is QUIET:
+                return True
             self.head.append(event)
             if event["event"] == "done" or enough(event):
+                return False
+
+    async def first_or_waiting(self) -> str | None:
+        """Where the job stands, as soon as it is seen waiting; else None once its first token or its end is in
+        `head`. Asked of the database, not by waiting on events with a timeout: a wait left pending here would
+        go on in the response's stream, where this request's thread is gone."""
+        deadline = time.monotonic() + UNTAKEN_S
+        while True:
+            waits, queued = await sync_to_async(standing_now)(self.job.pk)
+            if waits or not queued:
+                break
+            if time.monotonic() > deadline:  # next in line, yet its engine has not taken it: say so meanwhile
+                return f"queued, next in line on deployment #{self.job.deployment_id}; its engine has not taken it yet"
+            await asyncio.sleep(DECIDE_S)
+        if waits:
+            return waits
+        await self.read_until(lambda event: event["event"] == "token")
+        return None
+
+    async def keep_alive(self, waits: str) -> AsyncIterator[str]:
+        """SSE comments (which clients ignore) saying where the job stands, one every STREAM_KEEPALIVE_S however
+        many other events come meanwhile (a busy queue tells each waiting job its new place after every step),
+        until its first token or its end."""
+        yield comment(waits)
+        due = time.monotonic() + settings.STREAM_KEEPALIVE_S
+        while True:
+            try:
+                event = await self.next.get(max(due - time.monotonic(), 0))
+            except StopAsyncIteration:
+                return
+            if event is QUIET:
+                yield comment(await sync_to_async(standing)(self.job.pk) or "starting")
+                due = time.monotonic() + settings.STREAM_KEEPALIVE_S
+                continue
+            if event["event"] != "queue":  # places are said in the comments; the rest is replayed in order
+                self.head.append(event)
+            if event["event"] in ("token", "done"):
                 return
 
     def done(self) -> dict | None:
@@ -227,14 +293,19 @@ class Answer:
 
     async def end(self) -> None:
         """Let go of the job's group; a job nobody waits for any more is cancelled."""
+        if self.next is not None:
+            await self.next.close()
         if self.events is not None:
             await self.events.aclose()
         await self.listener.close()
         await sync_to_async(cancel_unfinished)(self.job.pk)
 
-    async def sse(self) -> AsyncIterator[str]:
+    async def sse(self, waits: str | None) -> AsyncIterator[str]:
         sent = []
         try:
+            if waits:
+                async for line in self.keep_alive(waits):
+                    yield line
             if self.shapes.chat:
                 yield data(self.shapes.chunk(role=True))
             while True:
@@ -250,8 +321,12 @@ class Answer:
                     elif event["event"] == "done":
                         break
                 await events.aclose()
-                if event["event"] == "done" and event.get("status") == JobStatus.FAILED and await self.follow():
-                    continue  # the retry's events, from where the client's text ends
+                if event.get("event") == "done" and event.get("status") == JobStatus.FAILED:
+                    followed = []
+                    async for line in self.follow(followed):
+                        yield line
+                    if followed[-1]:
+                        continue  # the retry's events, from where the client's text ends
                 if text_parted(event, caught):
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
@@ -259,7 +334,7 @@ class Answer:
                 for line in self.closing(event, "".join(sent)):
                     yield line
                 return
-        except StreamLost as exc:  # the client hears why the stream ends, rather than a cut connection
+        except (StreamLost, *REDIS_DOWN) as exc:  # the client hears why the stream ends, not a cut connection
             log.warning("job %s: stream ended: %s", self.job.pk, exc)
             yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
                                         "service_unavailable", "server_error"))
@@ -267,26 +342,40 @@ class Answer:
         finally:
             await self.end()
 
-    async def follow(self) -> bool:
+    async def follow(self, followed: list[bool]) -> AsyncIterator[str]:
         """After a failure mid-answer: listen to its retry instead, once recovery queues one (on another replica
-        of the model, for a request routed by model); False when none comes."""
-        again = await self.retried()
+        of the model, for a request routed by model), saying meanwhile that it waits, until the retry's first
+        token; `followed` gets False when no retry comes."""
+        waiting = asyncio.ensure_future(self.retried())
+        try:
+            while not (await asyncio.wait({waiting}, timeout=settings.STREAM_KEEPALIVE_S))[0]:
+                yield comment("a laptop failed under this answer: waiting for its retry")
+        finally:
+            if not waiting.done():  # the client went away meanwhile
+                waiting.cancel()
+        again = waiting.result()
+        followed.append(again is not None)
         if again is None:
-            return False
+            return
         await self.end()
         self.job = await sync_to_async(Job.objects.get)(pk=again)
         self.listener, self.head = JobEvents(again), []
-        self.events = None
-        await self.listener.open()
-        self.events = self.listener.events()
-        return True
+        self.events = self.next = None
+        await self.listen()
+        async for line in self.keep_alive(f"retried as job {again}"):
+            yield line
 
     async def all_events(self) -> AsyncIterator[dict]:
-        for event in self.head:
+        head, self.head = self.head, []
+        for event in head:
             yield event
-        if not self.done():
-            async for event in self.events:
-                yield event
+        if head and head[-1]["event"] == "done":
+            return
+        while True:
+            try:
+                yield await self.next.get(None)
+            except StopAsyncIteration:
+                return
 
     def closing(self, done: dict, sent: str) -> list[str]:
         if done.get("status") == JobStatus.FAILED:
@@ -318,7 +407,7 @@ class Caught:
 
 def text_parted(event: dict, caught: Caught) -> bool:
     """The stream stopped on a token the client cannot be given, or its retry ended on other text than was sent."""
-    if event["event"] != "done":
+    if event.get("event") != "done":
         return True
     output = event.get("output") or ""
     return bool(caught.sent) and event.get("status") == JobStatus.SUCCEEDED and not output.startswith(caught.sent)
@@ -327,6 +416,15 @@ def text_parted(event: dict, caught: Caught) -> bool:
 PARTED = ("A laptop failed in the middle of this answer and its retry said something else than what was already "
           "sent (a sampled answer is not given twice), so the answer stops here. Send the request again, or send "
           "it with temperature 0 or a seed to be given the rest.")
+
+
+def standing_now(job_id: int) -> tuple[str | None, bool]:
+    """Where the job stands if it waits, and whether it is still queued at all."""
+    return standing(job_id), Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).exists()
+
+
+def comment(text: str) -> str:
+    return f": {' '.join(text.split())}\n\n"
 
 
 def data(body: dict) -> str:

@@ -142,3 +142,34 @@ def ended(job_id: int) -> dict | None:
     """A "done" event from the database, for a job that ended without one reaching us."""
     job = Job.objects.get(pk=job_id)
     return {"event": "done", **job.summary()} if job.is_finished else None
+
+
+QUIET = object()  # what `Next.get` gives when nothing came in time
+
+
+class Next:
+    """The next of a job's events, waited for at most a while: a wait that times out goes on at the next call,
+    so an answer can say something meanwhile (a streamed answer's keep-alive) and lose no event."""
+
+    def __init__(self, events: AsyncIterator[dict]) -> None:
+        self.events, self.task = events, None
+
+    async def get(self, within: float | None) -> dict | object:
+        """The next event, QUIET after `within` seconds without one; StopAsyncIteration after the last."""
+        if self.task is None:
+            self.task = asyncio.ensure_future(anext(self.events))
+        done, _ = await asyncio.wait({self.task}, timeout=within)
+        if not done:
+            return QUIET
+        task, self.task = self.task, None
+        return task.result()
+
+    async def close(self) -> None:
+        if self.task is not None:
+            task, self.task = self.task, None
+            task.cancel()
+            try:
+                await task
+            except (asyncio.CancelledError, StopAsyncIteration, *REDIS_DOWN, StreamLost):
+                pass
+

@@ -39,7 +39,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
-from django.db.models import Count
+from django.db.models import Count, Q
 from django.utils import timezone
 
 from jobs.models import Job, JobStatus
@@ -103,7 +103,10 @@ def estimates(deployments: list[Deployment], tokens: int) -> list[Estimate]:
     """Each deployment's Estimate for a request of `tokens` tokens (two queries, and one per replica whose engine
     has no fresh speed)."""
     ahead = dict.fromkeys([deployment.pk for deployment in deployments], 0)
-    counted = (Job.objects.filter(deployment__in=list(ahead), status__in=(JobStatus.QUEUED, JobStatus.RUNNING))
+    # Waiting batch items come after people's jobs (queueing.ORDER): they are not ahead of a request; running
+    # ones hold slots like any job.
+    counted = (Job.objects.filter(deployment__in=list(ahead))
+               .filter(Q(status=JobStatus.RUNNING) | Q(status=JobStatus.QUEUED, batch__isnull=True))
                .values("deployment").annotate(n=Count("pk")).order_by())
     for row in counted:
         ahead[row["deployment"]] = row["n"]

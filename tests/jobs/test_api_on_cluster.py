@@ -27,8 +27,9 @@ def auth(bob) -> dict:
 
 
 def sse_chunks(response: requests.Response) -> list:
-    """Each `data:` payload of a Server-Sent Events response, parsed, with "[DONE]" kept as it is."""
-    lines = [line for line in response.iter_lines(decode_unicode=True) if line]
+    """Each `data:` payload of a Server-Sent Events response, parsed, with "[DONE]" kept as it is; comments
+    (where a waiting job stands) left out."""
+    lines = [line for line in response.iter_lines(decode_unicode=True) if line and not line.startswith(":")]
     assert all(line.startswith("data: ") for line in lines), lines
     return [line[6:] if line == "data: [DONE]" else json.loads(line[6:]) for line in lines]
 

@@ -46,6 +46,13 @@ def in_thread(call, *args) -> None:
     worker.join()
 
 
+def engine_settled(deployment: Deployment, quiet_s: float = 4.0) -> bool:
+    """The engine idle, and its state unchanged for `quiet_s`: it has nothing more to say for now."""
+    before = Deployment.objects.get(pk=deployment.pk).engine
+    time.sleep(quiet_s)
+    return before.get("busy") == 0 and Deployment.objects.get(pk=deployment.pk).engine == before
+
+
 def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, web_server):
     blocker = queueing.submit(Job(kind=JobKind.COMPLETION, deployment=cluster, user=alice,
                                   prompt="1, 2, 3, 4, 5, 6,", params={**GREEDY, "max_tokens": 1900}))
@@ -70,9 +77,10 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
         in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
         chat_page.wait_for_function(
             "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
-        # Once the engine is idle: while it generates, it writes its whole state every 2 s, which can put
-        # "ready" back within moments of the news below.
-        wait_until(lambda: Deployment.objects.get(pk=cluster.pk).engine.get("busy") == 0, 60, "the engine to idle")
+        # Once the engine is idle and has said so: it writes its whole state every 2 s while it generates, and
+        # once more when it finds nothing left to run, which once put "ready" back within the same frame as the
+        # news below (jobs/engine/serve.py report).
+        wait_until(lambda: engine_settled(cluster), 60, "the engine to idle and say so")
         in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
         admin_page.wait_for_function("() => document.getElementById('engine-state').textContent.includes('42 %')",
                                      timeout=10_000)

@@ -41,7 +41,8 @@ def body(tokens: int, **more) -> dict:
 def streamed(base: str, auth: dict, tokens: int) -> dict:
     with requests.post(f"{base}/v1/chat/completions", json=body(tokens, stream=True), headers=auth, stream=True,
                        timeout=(10, 600)) as response:
-        lines = [line for line in response.iter_lines(decode_unicode=True) if line]
+        # Comments (":") say where the queued request stands meanwhile; the answer is in the data lines.
+        lines = [line for line in response.iter_lines(decode_unicode=True) if line and not line.startswith(":")]
     chunks = [json.loads(line[6:]) for line in lines if line != "data: [DONE]"]
     return {"status": response.status_code, "done": lines[-1] == "data: [DONE]", "id": chunks[0]["id"],
             "text": "".join(c["choices"][0]["delta"].get("content") or "" for c in chunks if c["choices"]),

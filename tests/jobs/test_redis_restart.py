@@ -33,7 +33,7 @@ def streamed(base: str, auth: dict, into: dict) -> None:
                        timeout=(10, 180)) as response:
         into.update(status=response.status_code, lines=[], at=[])
         for line in response.iter_lines(decode_unicode=True):
-            if line:
+            if line and not line.startswith(":"):  # a comment says where a waiting job stands
                 into["lines"].append(line)
                 into["at"].append(time.time())
 

@@ -39,7 +39,7 @@ def ask(base: str, auth: dict, lines: list) -> None:
                        timeout=(10, 120)) as response:
         assert response.status_code == 200, response.text
         for line in response.iter_lines(decode_unicode=True):
-            if line:
+            if line and not line.startswith(":"):  # a comment says where a waiting job stands
                 lines.append((time.monotonic(), line))
 
 

@@ -1,0 +1,43 @@
+"""Where a waiting job stands, in words, for a streamed answer that has nothing else to say yet: its place in
+the queue and what its engine is doing. None when the job is not waiting: it runs, it ended, or it is next in
+line on an engine with a free slot, which takes it at once (so a prompt too long for the context is still told
+as a plain error before the stream begins)."""
+
+from jobs.models import Job, JobStatus
+from jobs.queue import queueing
+from models_app.models import DeploymentStatus
+
+
+def standing(job_id: int) -> str | None:
+    job = Job.objects.select_related("deployment").filter(pk=job_id).first()
+    if job is None or job.status != JobStatus.QUEUED or job.deployment is None:
+        return None
+    engine = job.deployment.engine or {}
+    place = queueing.position(job)
+    free = max(number(engine.get("slots")) - number(engine.get("busy")), 0) if taking(job.deployment, engine) else 0
+    if 0 < place <= free:
+        return None
+    ahead = f"{place - 1} ahead of it" if place > 1 else "next in line"
+    return f"queued, {ahead} on deployment #{job.deployment_id}; {engine_words(job.deployment, engine)}"
+
+
+def taking(deployment, engine: dict) -> bool:
+    """Whether the engine's free slots can be believed: it is ready and its deployment serves. Its report may
+    be old (an idle engine says nothing until a job comes, and one in a long step cannot speak): a job it has
+    not taken within a few seconds gets the comments all the same (jobs/api/openai_views.py UNTAKEN_S)."""
+    return engine.get("state") == "ready" and deployment.status == DeploymentStatus.READY
+
+
+def engine_words(deployment, engine: dict) -> str:
+    if deployment.status not in queueing.USABLE:
+        return f"the deployment is {deployment.get_status_display().lower()}"
+    state = engine.get("state")
+    if state == "loading":
+        return f"its model is loading ({round(float(engine.get('progress') or 0) * 100)} %)"
+    if state == "ready":
+        return f"{number(engine.get('busy'))} of its {number(engine.get('slots'))} slots busy"
+    return f"its engine is {state}" if state else "its engine is starting"
+
+
+def number(value) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
