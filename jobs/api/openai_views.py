@@ -19,7 +19,6 @@ import asyncio
 import json
 import logging
 import time
-from collections import Counter
 from collections.abc import AsyncIterator
 
 from asgiref.sync import sync_to_async
@@ -32,13 +31,12 @@ from clusterpanel import apiauth
 from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
+from jobs.api.openai_models import model_list
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import admission, queueing, routing
 from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
 from jobs.queue.standing import standing
-from models_app import oncall
-from models_app.models import OnCall
 
 log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
@@ -86,31 +84,6 @@ async def models(request: HttpRequest) -> HttpResponse:
         return failed(405, "Use GET.")
     listed = await sync_to_async(model_list)()
     return JsonResponse({"object": "list", "data": listed})
-
-
-def model_list() -> list[dict]:
-    """Each model once (its default or newest deployment's figures) with how many replicas are ready, then each
-    deployment as `deployment-<id>`; then each on-call model nothing serves, with its state (loading or asleep):
-    a request naming it wakes it."""
-    usable = list(queueing.usable_deployments())
-    replicas = Counter(deployment.model.name for deployment in usable)
-    on_call = {row.model.name: row for row in OnCall.objects.select_related("model")}
-    seen, listed = set(), []
-    for deployment in usable:
-        for name in deployment.model_ids:
-            if name not in seen:
-                seen.add(name)
-                listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
-                               "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
-                               "slots": deployment.slots, "replicas": replicas.get(name, 1), "state": "ready",
-                               "on_call": name in on_call})
-    states = oncall.states([row.model for name, row in on_call.items() if name not in seen])
-    for name, row in sorted(on_call.items()):
-        if name not in seen:
-            listed.append({"id": name, "object": "model", "created": int(row.created.timestamp()),
-                           "owned_by": "clusterpanel", "deployment": None, "ctx": row.ctx, "slots": row.slots,
-                           "replicas": 0, "state": states[row.model.pk], "on_call": True})
-    return listed
 
 
 @login_not_required

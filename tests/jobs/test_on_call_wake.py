@@ -12,7 +12,7 @@ import pytest
 from django.test import Client
 
 from jobs import messages
-from jobs.api import inputs, openai_views
+from jobs.api import inputs, openai_models
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
 from models_app import oncall
@@ -47,7 +47,7 @@ def test_an_asleep_model_is_planned_onto_free_laptops_and_its_job_waits_on_the_l
     model = gguf("small")
     on_call(model, laptops(3), idle_minutes=5)
     assert oncall.state_of(model) == "asleep"
-    assert [(m["id"], m["state"]) for m in openai_views.model_list()] == [("small", "asleep")]
+    assert [(m["id"], m["state"]) for m in openai_models.model_list()] == [("small", "asleep")]
     with django_capture_on_commit_callbacks(execute=True):
         job = ask("small")
     deployment = job.deployment
@@ -58,7 +58,7 @@ def test_an_asleep_model_is_planned_onto_free_laptops_and_its_job_waits_on_the_l
     assert (event.kind, event.deployment) == ("load", deployment)
     assert event.why == f"A request asked for it while it was asleep; planned onto {laptops_of(deployment).pop()}."
     assert oncall.state_of(model) == "loading" and wakeup.state_words(job) == "asleep→loading"
-    assert [(m["id"], m["state"]) for m in openai_views.model_list()] == [("small", "loading")]
+    assert [(m["id"], m["state"]) for m in openai_models.model_list()] == [("small", "loading")]
     assert ask("small").deployment == deployment, "a second request waits on the same load"
     serving(deployment)
     assert oncall.state_of(model) == "ready" and wakeup.state_words(job) == "ready"

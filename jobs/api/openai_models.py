@@ -1,0 +1,33 @@
+"""What `GET /v1/models` lists: every model a request may name, ready ones with their deployments' figures, then
+on-call models that nothing serves, with their state."""
+
+from collections import Counter
+
+from jobs.queue import queueing
+from models_app import oncall
+from models_app.models import OnCall
+
+
+def model_list() -> list[dict]:
+    """Each model once (its default or newest deployment's figures) with how many replicas are ready, then each
+    deployment as `deployment-<id>`; then each on-call model nothing serves, with its state (loading or asleep):
+    a request naming it wakes it."""
+    usable = list(queueing.usable_deployments())
+    replicas = Counter(deployment.model.name for deployment in usable)
+    on_call = {row.model.name: row for row in OnCall.objects.select_related("model")}
+    seen, listed = set(), []
+    for deployment in usable:
+        for name in deployment.model_ids:
+            if name not in seen:
+                seen.add(name)
+                listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
+                               "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
+                               "slots": deployment.slots, "replicas": replicas.get(name, 1), "state": "ready",
+                               "on_call": name in on_call})
+    states = oncall.states([row.model for name, row in on_call.items() if name not in seen])
+    for name, row in sorted(on_call.items()):
+        if name not in seen:
+            listed.append({"id": name, "object": "model", "created": int(row.created.timestamp()),
+                           "owned_by": "clusterpanel", "deployment": None, "ctx": row.ctx, "slots": row.slots,
+                           "replicas": 0, "state": states[row.model.pk], "on_call": True})
+    return listed
