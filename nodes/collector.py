@@ -160,16 +160,18 @@ class Collector:
             # Others mark a laptop offline too (an action whose SSH failed a moment): its samples say otherwise,
             # and an offline laptop takes its deployment out of service, so the row follows the samples.
             if was_online is not True or node.status == NodeStatus.OFFLINE:
-                node.set_status(NodeStatus.READY)
-                self.online[node.pk] = True  # only once written: a failed write is tried again next round
+                # Pages hear first: the row's write can wait seconds on a busy database. Only once written is
+                # it remembered, so a failed write is tried (and announced) again next round.
                 self.announce(node, "ready")
+                node.set_status(NodeStatus.READY)
+                self.online[node.pk] = True
             elif node.last_seen is None or timezone.now() - node.last_seen > timedelta(seconds=30):
                 Node.objects.filter(pk=node.pk).update(last_seen=timezone.now())
         elif quiet >= OFFLINE_AFTER_S and was_online is not False:
+            self.announce(node, "offline")
             node.set_status(NodeStatus.OFFLINE, f"No metrics for {OFFLINE_AFTER_S:.0f} s: the laptop is off "
                                                 "the network, asleep or overloaded.")
             self.online[node.pk] = False
-            self.announce(node, "offline")
 
     def announce(self, node: Node, state: str) -> None:
         payload = {"node": node.pk, "name": node.name, "state": state, "t": round(time.time(), 3)}
