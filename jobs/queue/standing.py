@@ -4,7 +4,7 @@ line on an engine with a free slot, which takes it at once (so a prompt too long
 as a plain error before the stream begins)."""
 
 from jobs.models import Job, JobStatus
-from jobs.queue import queueing
+from jobs.queue import queueing, wakeup
 from models_app.models import DeploymentStatus
 
 
@@ -18,7 +18,10 @@ def standing(job_id: int) -> str | None:
     if 0 < place <= free:
         return None
     ahead = f"{place - 1} ahead of it" if place > 1 else "next in line"
-    return f"queued, {ahead} on deployment #{job.deployment_id}; {engine_words(job.deployment, engine)}"
+    words = engine_words(job.deployment, engine)
+    if job.deployment.on_call and (state := wakeup.state_words(job)) != "ready":
+        words = f"on call, {state}: {words}"  # e.g. "on call, asleep→loading: the deployment is copying"
+    return f"queued, {ahead} on deployment #{job.deployment_id}; {words}"
 
 
 def taking(deployment, engine: dict) -> bool:

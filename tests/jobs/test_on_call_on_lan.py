@@ -1,23 +1,31 @@
 """An asleep on-call model on the simulated LAN, with the panel's real processes (web server, a worker, the
-supervisor and the engine it starts): its first request, streamed with the real `openai` client, is answered once
-the scheduler has loaded it onto its pool's laptop; idle past its idle time, the look-after unloads it, its
-rpc-server leaves the laptop and the planner counts the laptop's memory free again; the next request wakes it."""
+supervisor and the engine it starts): its first request, streamed with the real `openai` client, gets its headers
+and a comment saying the model is loading at once, and is answered once the scheduler has loaded it onto its pool's
+laptop; idle past its idle time, the look-after unloads it, its rpc-server leaves the laptop and the planner counts
+the laptop's memory free again; the next request wakes it. A second model asleep while the first answers loads
+onto the laptop the first left free, and the busy one is never touched."""
 
+import json
+import threading
 import time
+from dataclasses import dataclass, field
 
 import openai
 import pytest
 
 from clusterpanel.models import ApiToken
+from jobs.models import Job, JobStatus
 from jobs.queue import wakeup
 from models_app import oncall
-from models_app.library import ensure_bundled
-from models_app.models import Deployment, DeploymentStatus, OnCallEvent
+from models_app.library import ensure_bundled, register_path
+from models_app.models import Deployment, DeploymentStatus, OnCallEvent, WhenShort
+from models_app.models import OnCallEventKind as Kind
 from models_app.planning import claimed_bytes
 from nodes import ssh
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines
+from tests.models_app.ternary_files import quantize, write_llama_model
 from tests.nodes.laptops import register, run_now
 
 pytestmark = pytest.mark.timeout(400)
@@ -37,9 +45,35 @@ def asleep(lan, transactional_db, supervisor, celery_worker):
     end_engines()
 
 
+@dataclass
+class Streamed:
+    headers_s: float = 0.0  # from the request to its response's headers
+    comments: list[str] = field(default_factory=list)  # the SSE comments before the first token
+    text: str = ""
+
+
+def streamed(api: openai.OpenAI, model: str, max_tokens: int = 8, messages=ASK) -> Streamed:
+    """A streamed request through the real client, read line by line to see what it hides: the headers' time and
+    the keep-alive comments."""
+    began, got = time.monotonic(), Streamed()
+    with api.chat.completions.with_streaming_response.create(model=model, stream=True, max_tokens=max_tokens,
+                                                             temperature=0, messages=messages) as response:
+        got.headers_s = time.monotonic() - began
+        for line in response.iter_lines():
+            if line.startswith(":") and not got.text:
+                got.comments.append(line)
+            elif line.startswith("data: ") and line != "data: [DONE]":
+                got.text += "".join(choice["delta"].get("content") or "" for choice in json.loads(line[6:])["choices"])
+    return got
+
+
 def answer(api: openai.OpenAI, model: str) -> str:
     chunks = api.chat.completions.create(model=model, stream=True, max_tokens=8, temperature=0, messages=ASK)
     return "".join(chunk.choices[0].delta.content or "" for chunk in chunks if chunk.choices)
+
+
+def loading_said(got: Streamed) -> bool:
+    return any("on call, asleep→loading" in comment for comment in got.comments)
 
 
 def rpc_servers_on(node) -> str:
@@ -54,9 +88,12 @@ def test_an_asleep_model_answers_once_loaded_and_is_unloaded_when_idle(asleep, w
     api = openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "on call")[1], max_retries=0,
                         timeout=300)
     began = time.monotonic()
-    first = answer(api, model.name)
-    woke_in = time.monotonic() - began
+    woken = streamed(api, model.name)
+    woke_in, first = time.monotonic() - began, woken.text
     assert first.strip(), "the first request is answered once the model has loaded"
+    # Headers at once: 1 s on a quiet machine (docs/benchmarks.md); the bound leaves room for a busy CI one.
+    assert woken.headers_s < 5 < woke_in, (woken.headers_s, woke_in)
+    assert loading_said(woken), woken.comments
     deployment = Deployment.objects.get(model=model, on_call=True)
     assert deployment.status == DeploymentStatus.READY and oncall.state_of(model) == "ready"
     assert set(deployment.stages.values_list("node", flat=True)) == {node.pk}
@@ -69,12 +106,54 @@ def test_an_asleep_model_answers_once_loaded_and_is_unloaded_when_idle(asleep, w
     deployment.refresh_from_db()
     assert deployment.status == DeploymentStatus.STOPPED and deployment.status_detail.startswith("No job for ")
     wait_until(lambda: not rpc_servers_on(node), 30, "its rpc-server to leave the laptop")
-    assert not RpcServer.objects.filter(node=node, status=ServerStatus.RUNNING).exists()
+    # The supervisor writes the row once it has seen the process go.
+    wait_until(lambda: not RpcServer.objects.filter(node=node, status=ServerStatus.RUNNING).exists(), 30,
+               "its rpc-server's row to say it stopped")
     assert claimed_bytes([node]) == {}, "the planner counts the laptop's memory free again"
     assert oncall.state_of(model) == "asleep"
 
     began = time.monotonic()
     assert answer(api, model.name) == first, "the next request wakes it again, with the same greedy answer"
-    print(f"first request answered after {woke_in:.1f} s, the second (caches pre-seeded) after "
-          f"{time.monotonic() - began:.1f} s")
+    print(f"first request: headers after {woken.headers_s:.2f} s, answered after {woke_in:.1f} s; the second "
+          f"(caches pre-seeded) after {time.monotonic() - began:.1f} s")
     assert Deployment.objects.filter(model=model, status=DeploymentStatus.READY, on_call=True).count() == 1
+
+
+@pytest.fixture
+def two_asleep(lan, transactional_db, supervisor, celery_worker, tmp_path):
+    """Two laptops; the bundled model on call over the first, a small llama of our own on call over any laptop."""
+    nodes = [register(lan(2), laptop) for laptop in lan(2).laptops[:2]]
+    for node in nodes:
+        assert run_now(node, ActionKind.PROBE).status == "succeeded"
+    first = ensure_bundled()
+    source = write_llama_model(tmp_path / "f16.gguf", layers=4, embd=512, ffn=1536)
+    second = register_path(quantize(source, tmp_path / "second.gguf", "Q4_0"), name="second", checksum_now=True)
+    oncall.save(first, oncall.Settings([nodes[0]], idle_minutes=5, ctx=512))
+    oncall.save(second, oncall.Settings(None, idle_minutes=5, ctx=512, when_short=WhenShort.EVICT))
+    yield first, second, nodes
+    supervisor.terminate()
+    supervisor.wait(30)
+    end_engines()
+
+
+def test_a_second_model_asleep_while_the_first_answers_loads_onto_the_free_laptop(two_asleep, web_server, bob):
+    first, second, nodes = two_asleep
+    api = openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "on call")[1], max_retries=0,
+                        timeout=300)
+    assert answer(api, first.name).strip(), "the first model loaded onto the first laptop"
+    long = [{"role": "user", "content": "Tell me a long story about a lighthouse keeper and the sea."}]
+    busy = {}
+    talking = threading.Thread(target=lambda: busy.update(got=streamed(api, first.name, 256, long)), daemon=True)
+    talking.start()
+    running = wait_until(lambda: Job.objects.filter(deployment__model=first, status=JobStatus.RUNNING).first(), 60,
+                         "the first model's long answer to start")
+    woken = streamed(api, second.name)
+    talking.join(300)
+    assert woken.text.strip() and loading_said(woken), woken
+    deployment = Deployment.objects.get(model=second, on_call=True)
+    assert set(deployment.stages.values_list("node", flat=True)) == {nodes[1].pk}, "onto the laptop left free"
+    running.refresh_from_db()
+    assert running.finished > deployment.created, "the first model was answering when the second was woken"
+    assert running.status == JobStatus.SUCCEEDED and busy["got"].text.strip(), "and its answer went on to the end"
+    assert Deployment.objects.filter(model=first, on_call=True, status=DeploymentStatus.READY).count() == 1
+    assert not OnCallEvent.objects.filter(kind=Kind.EVICT).exists(), "with a laptop free, nothing is evicted"
