@@ -96,10 +96,14 @@ def target_for(model, tokens: int | None = None) -> Target:
     numbers when it fits nowhere: jobs/queue/wakeup.py)."""
     if model is not None and not isinstance(model, str):
         raise InputError("model must be a string.", "model")
-    woken = wake(model) if model else None
+    woken = wake(model, tokens) if model else None
     if woken is not None:
         return Target(woken, model)
     usable = list(queueing.usable_deployments(offline_too=True))
+    if model and not any(model in (d.model.name, f"deployment-{d.pk}") for d in usable):
+        woken = wake(model, tokens)  # it served a moment ago, and was unloaded since: woken again
+        if woken is not None:
+            return Target(woken, model)
     if not usable:
         raise InputError("No deployment is ready: ask a lab admin to deploy a model.", "model",
                          "model_not_available", status=503)
@@ -115,10 +119,12 @@ def target_for(model, tokens: int | None = None) -> Target:
                      "model", "model_not_found", status=404)
 
 
-def wake(model: str) -> Deployment | None:
+def wake(model: str, tokens: int | None) -> Deployment | None:
     if not model.isprintable():  # no model has such a name, and a NUL is PostgreSQL's 500
         return None
     try:
-        return wakeup.wake(model)
+        return wakeup.wake(model, tokens)
     except wakeup.NoRoom as exc:
         raise InputError(str(exc), "model", "model_cannot_load", status=503) from None
+    except wakeup.TooLong as exc:  # refused before anything is loaded for it
+        raise InputError(str(exc), "max_tokens", "context_length_exceeded") from None

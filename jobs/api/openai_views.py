@@ -32,9 +32,10 @@ from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.api.openai_models import model_list
+from jobs.api.openai_submit import REDIS_LOST, submit
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import admission, queueing, routing
+from jobs.queue import admission, queueing
 from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
 from jobs.queue.standing import standing
 
@@ -45,7 +46,6 @@ FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after
 # behind two long answers).
 DECIDE_S = 0.5
 UNTAKEN_S = 10.0  # a job next in line that its engine has not taken by then gets the stream's comments too
-REDIS_LOST = "The panel lost its connection to Redis, which carries jobs and their answers"
 
 
 def failed(status: int, message: str, param: str | None = None, code: str | None = None,
@@ -124,23 +124,6 @@ def over_limit(exc: admission.OverLimit) -> JsonResponse:
     answer = failed(429, str(exc), code="rate_limit_exceeded", kind=exc.kind)
     answer["Retry-After"] = str(exc.retry_after)
     return answer
-
-
-def submit(user, token, wanted: Request) -> tuple[Job, str]:
-    target = inputs.target_for(wanted.model, wanted.generation.get("max_tokens"))
-    deployment = target.deployment
-    generation = openai_api.generation_params(wanted, deployment.ctx).as_dict()
-    admission.admit(user, token)
-    job = Job(kind=wanted.kind, deployment=deployment, user=user, api_token=token, messages=wanted.messages,
-              prompt=wanted.prompt, params=routing.routed(generation, target.model) if target.model else generation)
-    try:
-        queueing.submit(job)
-    except queueing.QueueError as exc:
-        raise InputError(str(exc), "model", "model_not_available", status=503) from None
-    except queueing.QueueDown as exc:
-        raise InputError(f"{REDIS_LOST} ({exc}); nothing was queued. Try again in a moment.", None,
-                         "service_unavailable", status=503) from None
-    return job, wanted.model or deployment.model.name
 
 
 def cancel_unfinished(job_id: int) -> None:

@@ -107,18 +107,26 @@ def visible_jobs(user):
                          "tokens per day): 429, with Retry-After in seconds.")
 def create_job(request: HttpRequest, payload: JobIn):
     token = getattr(request, "api_token", None)
-    job = new_job(caller(request), payload)
-    try:
+    job, wanted = new_job(caller(request), payload)
+    try:  # before a deployment is chosen: routing may wake an on-call model, and nothing loads for a refusal
         admission.admit(job.user, token)
     except admission.OverLimit as exc:
         raise ApiError(str(exc), 429, retry_after=exc.retry_after) from None
     job.api_token = token
-    try:
-        job = queueing.submit(job)
-    except queueing.QueueDown as exc:
-        raise ApiError(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
-                       "Try again in a moment.", 503) from None
-    return Status(201, described(job))
+    for last in (False, True):
+        routed_by = place(job, payload, wanted)
+        try:
+            job = queueing.submit(job)
+        except queueing.DeploymentGone as exc:  # an idle one unloaded since it was chosen: routed again, once
+            if last or not routed_by:
+                raise ApiError(str(exc), 409, "model" if routed_by else "deployment") from None
+        except queueing.QueueError as exc:
+            raise ApiError(str(exc), 409, "model" if routed_by else "deployment") from None
+        except queueing.QueueDown as exc:
+            raise ApiError(f"Nothing was queued: Redis, which carries jobs, is unreachable ({exc}). "
+                           "Try again in a moment.", 503) from None
+        else:
+            return Status(201, described(job))
 
 
 @router.get("/", response={200: Page[JobOut], **errors(403)}, summary="List jobs, newest first")
@@ -128,7 +136,7 @@ def list_jobs(request: HttpRequest, all: bool = Query(False, description="Everyo
     return paged(request, listed, described, limit, offset)
 
 
-def new_job(user, payload: JobIn) -> Job:
+def new_job(user, payload: JobIn) -> tuple[Job, params.Params]:
     job = Job(kind=payload.kind, user=user)
     if payload.kind == JobKind.CHAT:
         if payload.messages is None:
@@ -141,11 +149,17 @@ def new_job(user, payload: JobIn) -> Job:
     wanted = checked_params(payload.params, None)  # bad input is refused before a deployment is looked for
     if payload.model is not None and payload.deployment is not None:
         raise ApiError("Give a model or a deployment, not both.", field="deployment")
-    job.deployment, routed_by = chosen_deployment(payload.deployment, payload.model, wanted.max_tokens)
+    return job, wanted
+
+
+def place(job: Job, payload: JobIn, wanted: params.Params) -> str | None:
+    """The job's deployment and its params bounded by that deployment's context; the model it was routed by."""
+    tokens = wanted.max_tokens if "max_tokens" in (payload.params or {}) else None
+    job.deployment, routed_by = chosen_deployment(payload.deployment, payload.model, tokens)
     job.params = checked_params(payload.params, job.deployment.ctx).as_dict()
     if routed_by:
         job.params = routing.routed(job.params, routed_by)
-    return job
+    return routed_by
 
 
 def checked_params(raw: dict | None, ctx: int | None) -> params.Params:

@@ -38,11 +38,15 @@ class Room:
     pool_laptops: int
     free: int
     free_laptops: int
+    by_hand: int = 0  # laptops of its pool held by deployments made by hand: never unloaded, so never counted
 
     def words(self) -> str:
+        kept = (f" ({self.by_hand} more laptop{'s' if self.by_hand != 1 else ''} of its pool serve"
+                f"{'s' if self.by_hand == 1 else ''} deployments made by hand, which the scheduler never stops)"
+                if self.by_hand else "")
         return (f"{self.model} cannot be loaded anywhere: it needs {size(self.needed)} at a context of {self.ctx} "
                 f"tokens; its pool has {size(self.pool)} usable on {self.pool_laptops} ready "
-                f"laptop{'s' if self.pool_laptops != 1 else ''} even with nothing else loaded, and "
+                f"laptop{'s' if self.pool_laptops != 1 else ''} even with nothing else loaded{kept}, and "
                 f"{size(self.free)} free now on {self.free_laptops} free laptop{'s' if self.free_laptops != 1 else ''}."
                 " Add laptops to its pool, or lower its context.")
 
@@ -77,12 +81,18 @@ def choose(on_call: OnCall) -> Choice:
         if usable(freed, machines) < weights:  # not worth asking the planner
             continue
         plan = try_plan(on_call, in_order(pool, freed), machines)
-        if plan is not None:
-            return Choice(plan, in_order(pool, freed), evict=idle[:count])
-    every = probed([node for node in pool if node.name not in machines], machines) + freed
+        if plan is not None:  # only those whose laptops the plan uses are stopped
+            used = oncall.laptops_of(plan)
+            return Choice(plan, in_order(pool, freed), evict=[d for d in idle[:count] if holders[d.pk] & used])
+    # Laptops serving deployments made by hand are not the scheduler's to free: a model that fits only with them
+    # has no room, rather than a wait that never ends.
+    by_hand = set(Deployment.objects.filter(pk__in=holders, on_call=False).values_list("pk", flat=True))
+    kept = {name for pk in by_hand for name in holders[pk]}
+    every = probed([node for node in pool if node.name not in machines and node.name not in kept], machines) + freed
+    every = [node for node in every if node.name not in kept]
     if try_plan(on_call, in_order(pool, every), machines) is None:
-        return Choice(no_room=room(on_call, in_order(pool, every), free, machines))
-    busy = Deployment.objects.filter(pk__in=set(holders) - {deployment.pk for deployment in idle})
+        return Choice(no_room=room(on_call, in_order(pool, every), free, machines, len(kept)))
+    busy = Deployment.objects.filter(pk__in=set(holders) - {deployment.pk for deployment in idle} - by_hand)
     return Choice(busy=list(busy.select_related("model").order_by("pk")), evict=idle)
 
 
@@ -119,12 +129,12 @@ def holding(nodes: list[Node]) -> dict[int, set[str]]:
     return found
 
 
-def room(on_call: OnCall, pool: list[Node], free: list[Node], machines: oncall.Machines) -> Room:
+def room(on_call: OnCall, pool: list[Node], free: list[Node], machines: oncall.Machines, by_hand: int = 0) -> Room:
     options = planner.Options(ctx=on_call.ctx, slots=on_call.slots, head_may_hold_layers=False)
     every = [machine for node in pool for machine in machines[node.name]]
     needed = fit.explain_no_fit(planner.shape_of(on_call.model), head_machine(), every, options).needed
     return Room(on_call.model.name, on_call.ctx, needed, usable(pool, machines), len(pool), usable(free, machines),
-                len(free))
+                len(free), by_hand)
 
 
 def idle_on_call():

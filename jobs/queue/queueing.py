@@ -54,6 +54,11 @@ class QueueError(Exception):
     pass
 
 
+class DeploymentGone(QueueError):
+    """It stopped or failed since it was chosen (an idle on-call deployment unloaded, one evicted): a request
+    routed by its model's name may be routed again."""
+
+
 class QueueDown(Exception):
     """The job could not be handed to its engine (Redis, the broker, is unreachable): it is failed, not left
     waiting for a message that was never sent."""
@@ -66,6 +71,9 @@ def cancel_key(job_id: int) -> str:
 def check_deployment(deployment: Deployment) -> None:
     """Refused (QueueError) unless it takes jobs now, or is an on-call model's deployment being woken: its jobs
     wait for its engine (jobs/queue/wakeup.py), or fail saying why if the load fails."""
+    if deployment.status in GONE:
+        raise DeploymentGone(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
+                             "not ready: choose a ready deployment.")
     if deployment.status not in USABLE and not (deployment.on_call and deployment.status in WOKEN):
         raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
                          "not ready: choose a ready deployment.")
@@ -78,10 +86,21 @@ def check_deployment(deployment: Deployment) -> None:
 
 def submit(job: Job) -> Job:
     """Save a new job and wake its deployment's engine once the row is committed."""
-    check_deployment(job.deployment)
-    job.save()
-    transaction.on_commit(lambda: queued(job))
+    with transaction.atomic():
+        current(job.deployment)
+        job.save()
+        transaction.on_commit(lambda: queued(job))
     return job
+
+
+def current(deployment: Deployment) -> None:
+    """Checked as it is now, its row held until the jobs are saved: the on-call scheduler stops an idle
+    deployment only if no job is queued on it (jobs/queue/wakeup.py `stop_if_idle`), so one of the two waits
+    for the other (SQLite's transactions here take turns; PostgreSQL locks the row), and a job is never left
+    on a deployment stopped as it was saved."""
+    fresh = Deployment.objects.select_for_update().only("status", "on_call").get(pk=deployment.pk)
+    deployment.status, deployment.on_call = fresh.status, fresh.on_call
+    check_deployment(deployment)
 
 
 def queued(job: Job) -> None:
@@ -96,9 +115,10 @@ def submit_many(jobs: list[Job]) -> list[Job]:
     """Save new jobs for one deployment in one statement (a batch file's lines); wake the engine per job on commit."""
     if not jobs:
         return jobs
-    check_deployment(jobs[0].deployment)
-    saved = Job.objects.bulk_create(jobs)
-    transaction.on_commit(lambda: hand_over_all(saved))
+    with transaction.atomic():
+        current(jobs[0].deployment)
+        saved = Job.objects.bulk_create(jobs)
+        transaction.on_commit(lambda: hand_over_all(saved))
     return saved
 
 

@@ -13,20 +13,26 @@ why (models_app/oncall.py `record`), and `state_words` says where a job's deploy
 
 import logging
 import time
+from datetime import timedelta
 
 from django.conf import settings
 from django.db import transaction
-from django.db.models import Exists, OuterRef
+from django.db.models import Exists, OuterRef, Subquery
+from django.utils import timezone
+from kombu.exceptions import KombuError
+from redis.exceptions import RedisError
 
 from jobs import messages
 from jobs.models import Job, JobStatus
 from jobs.queue import failover, queueing
 from jobs.queue.oncall_choice import BUSY, Choice, Room, choose, idle_too_long, last_used
 from models_app import deploy, oncall
-from models_app.models import Deployment, DeploymentStatus, OnCall, WhenShort
+from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent, WhenShort
 from models_app.models import OnCallEventKind as Kind
 
 log = logging.getLogger(__name__)
+UNPREPARED_S = 60  # a woken deployment not yet prepared after this long has lost its message; a waiting one this
+# young may not have its first job yet
 
 
 class NoRoom(Exception):
@@ -37,10 +43,15 @@ class NoRoom(Exception):
         self.room = room
 
 
-def wake(model_name: str) -> Deployment | None:
-    """The deployment a request for `model_name` queues on when the model is on call and nothing of it serves: one
-    being woken already, or one made now (loading, or waiting for laptops). None when the model is not on call or
-    a deployment of it serves (routing picks). Two requests at once make one (`one_at_a_time`)."""
+class TooLong(Exception):
+    """The request asks for more tokens than the model's on-call context: refused before anything loads."""
+
+
+def wake(model_name: str, tokens: int | None = None) -> Deployment | None:
+    """The deployment a request for `model_name` (asking for up to `tokens`) queues on when the model is on call
+    and nothing of it serves: one being woken already, or one made now (loading, or waiting for laptops). None
+    when the model is not on call or a deployment of it serves (routing picks). Two requests at once make one
+    (`one_at_a_time`)."""
     if not OnCall.objects.filter(model__name=model_name).exists() or serving(model_name):
         return None  # most requests: read without taking the lock
     with transaction.atomic():
@@ -48,6 +59,9 @@ def wake(model_name: str) -> Deployment | None:
         on_call = OnCall.objects.select_related("model").filter(model__name=model_name).first()
         if on_call is None or serving(model_name):
             return None
+        if tokens is not None and tokens > on_call.ctx:
+            raise TooLong(f"max_tokens is {tokens}, more than the context of {on_call.ctx} tokens {model_name} "
+                          f"loads with when it is woken (its on-call setting): ask for at most {on_call.ctx}.")
         waking = (Deployment.objects.filter(model=on_call.model, on_call=True, status__in=oncall.WAKING)
                   .order_by("created", "pk").first())
         return waking or load(on_call, "A request asked for it while it was asleep")
@@ -104,8 +118,33 @@ def start(on_call: OnCall, choice: Choice, why: str, waiting: Deployment | None 
         deployment = waiting
     laptops = ", ".join(stage.node.name for stage in deployment.stages.select_related("node"))
     oncall.record(model, deployment, Kind.LOAD, f"{why}; planned onto {laptops}.")
-    transaction.on_commit(lambda: messages.prepare_on_call(deployment.pk))
+    transaction.on_commit(lambda: send_prepare(deployment.pk))
     return deployment
+
+
+def send_prepare(deployment_id: int) -> None:
+    """Ask a worker to prepare it. With the broker unreachable the request still gets its answer (a wait): the
+    look-after sends it again (`resend_unprepared`)."""
+    try:
+        messages.prepare_on_call(deployment_id)
+    except (KombuError, RedisError, OSError) as exc:
+        log.warning("deployment %s: could not ask a worker to prepare it (%s); the look-after asks again",
+                    deployment_id, exc)
+
+
+def resend_unprepared(now=None) -> int:
+    """Woken deployments still PLANNED well after their load was recorded: the message to prepare them was lost
+    (the broker down as it was sent, or restarted before a worker took it). Sent again; a second delivery is
+    harmless (`deploy.claim`). How many."""
+    cutoff = (now or timezone.now()) - timedelta(seconds=UNPREPARED_S)
+    loaded = OnCallEvent.objects.filter(deployment=OuterRef("pk"), kind=Kind.LOAD).order_by("-at").values("at")[:1]
+    stale = [deployment for deployment in (
+        Deployment.objects.filter(on_call=True, status=DeploymentStatus.PLANNED)
+        .annotate(load_at=Subquery(loaded)).filter(load_at__lt=cutoff).only("pk", "plan", "status"))
+        if not oncall.is_waiting(deployment)]
+    for deployment in stale:
+        send_prepare(deployment.pk)
+    return len(stale)
 
 
 def more_replicas(on_call: OnCall) -> None:
@@ -132,6 +171,8 @@ def stop_if_idle(deployment: Deployment, kind: str, why: str) -> bool:
     """Stop an on-call deployment that is still ready with no job queued or running; whether it was."""
     busy = Job.objects.filter(deployment=OuterRef("pk"), status__in=BUSY)
     with transaction.atomic():
+        # The row held first, as `queueing.submit` holds it to save a job: a job saved meanwhile is seen here.
+        list(Deployment.objects.select_for_update().filter(pk=deployment.pk).values_list("pk", flat=True))
         still = Deployment.objects.filter(pk=deployment.pk, status=DeploymentStatus.READY).exclude(Exists(busy))
         if not still.exists():
             return False
@@ -145,7 +186,7 @@ def look_after() -> dict[str, int]:
     left on failed loads ended. How many of each."""
     unloaded = sum(unload(deployment, idle_s) for deployment, idle_s in idle_too_long(settings.ONCALL_IDLE_MINUTE_S))
     placed = sum(place(deployment) for deployment in waiting_deployments())
-    return {"unloaded": unloaded, "placed": placed, "ended": settle_failed()}
+    return {"unloaded": unloaded, "placed": placed, "ended": settle_failed(), "resent": resend_unprepared()}
 
 
 def unload(deployment: Deployment, idle_s: float) -> bool:
@@ -168,7 +209,9 @@ def place(waiting: Deployment) -> bool:
         on_call = OnCall.objects.filter(model=waiting.model_id).first()
         if on_call is None:
             return give_up(waiting, DeploymentStatus.STOPPED, "Its model was taken off call while it waited.")
-        if not Job.objects.filter(deployment=waiting, status=JobStatus.QUEUED).exists():
+        # A young one's first job may not be saved yet (the request that woke it queues after the wake commits).
+        young = waiting.created > timezone.now() - timedelta(seconds=UNPREPARED_S)
+        if not young and not Job.objects.filter(deployment=waiting, status=JobStatus.QUEUED).exists():
             return give_up(waiting, DeploymentStatus.STOPPED, "Nobody waits for it any more.")
         try:
             choice = make_room(on_call, choose(on_call))
@@ -211,6 +254,8 @@ def prepare(deployment_id: int) -> str:
     """Prepare a woken deployment in this worker (the deploy views' path), and record how it went; a load that
     failed ends the jobs waiting for it."""
     deployment = Deployment.objects.select_related("model").get(pk=deployment_id)
+    if deployment.status != DeploymentStatus.PLANNED or oncall.is_waiting(deployment):
+        return deployment.status  # a second delivery (or a resend) after another prepared it: that one records
     began = time.monotonic()
     deploy.prepare(deployment)
     deployment.refresh_from_db()

@@ -94,9 +94,10 @@ def test_wait_queues_the_request_until_an_idle_deployment_is_unloaded(full_lab, 
     assert oncall.state_of(waiting.model) == "loading"
     assert described(job)["waiting_on"] == wakeup.state_words(job), "/api/jobs/ says so too"
     assert ask("late").deployment == waiting, "a second request waits on the same deployment"
-    assert wakeup.look_after() == {"unloaded": 0, "placed": 0, "ended": 0}, "nobody has been idle for an hour"
+    assert wakeup.look_after() == {"unloaded": 0, "placed": 0, "ended": 0, "resent": 0}, \
+        "nobody has been idle for an hour"
     settings.ONCALL_IDLE_MINUTE_S = 20  # an idle time of 1200 s: "older" has been idle 1800 s, "newer" 60
-    assert wakeup.look_after() == {"unloaded": 1, "placed": 1, "ended": 0}
+    assert wakeup.look_after() == {"unloaded": 1, "placed": 1, "ended": 0, "resent": 0}
     waiting.refresh_from_db()
     assert laptops_of(waiting) and not oncall.is_waiting(waiting) and waiting.status == DeploymentStatus.PLANNED
     statuses = dict(Deployment.objects.filter(pk__in=[d.pk for d in full_lab.values()])
@@ -144,6 +145,10 @@ def test_celery_beat_asks_for_the_look_after_and_a_deployment_nobody_waits_for_i
     assert "jobs.tasks.look_after_on_call" in scheduled and "jobs.tasks.look_after_on_call" in app.tasks
     job = ask("late")
     queueing.cancel(job)
+    wakeup.look_after()
+    job.deployment.refresh_from_db()
+    assert oncall.is_waiting(job.deployment), "one just made may not have its first job yet: kept a while"
+    Deployment.objects.filter(pk=job.deployment.pk).update(created=timezone.now() - timedelta(minutes=2))
     wakeup.look_after()
     job.deployment.refresh_from_db()
     assert job.deployment.status == DeploymentStatus.STOPPED
