@@ -78,7 +78,8 @@ def pool_from(names: list[str] | None) -> list[Node] | None:
     found = {node.name: node for node in Node.objects.filter(name__in=names)}
     missing = [name for name in names if name not in found]
     if missing:
-        raise ApiError(f"There is no laptop {missing[0]!r}.", 404, "pool")
+        raise ApiError(f"There is no laptop {missing[0]!r}: the pool names laptops as the Laptops page does.", 400,
+                       "pool")
     return [found[name] for name in dict.fromkeys(names)]
 
 

@@ -65,7 +65,8 @@ def test_by_script_each_refusal_names_its_field_and_a_good_one_is_asleep(admin, 
                         ({"pool": [pool[0].name], "replicas": 2}, "replicas")):
         answer = admin.put(url, body, "application/json")
         assert answer.status_code == 400 and answer.json()["field"] == field, answer.json()
-    assert admin.put(url, {"pool": ["nowhere"]}, "application/json").status_code == 404
+    nowhere = admin.put(url, {"pool": ["nowhere"]}, "application/json")
+    assert nowhere.status_code == 400 and nowhere.json()["field"] == "pool", nowhere.json()
     assert admin.put(url, {"idle_minutes": "5"}, "application/json").status_code == 400  # a string is not a number
     assert not OnCall.objects.exists()
     made = admin.put(url, {"pool": [p.name for p in pool], "idle_minutes": 5, "ctx": 1024}, "application/json")
