@@ -98,7 +98,9 @@ def current(deployment: Deployment) -> None:
     deployment only if no job is queued on it (jobs/queue/wakeup.py `stop_if_idle`), so one of the two waits
     for the other (SQLite's transactions here take turns; PostgreSQL locks the row), and a job is never left
     on a deployment stopped as it was saved."""
-    fresh = Deployment.objects.select_for_update().only("status", "on_call").get(pk=deployment.pk)
+    fresh = Deployment.objects.select_for_update().only("status", "on_call").filter(pk=deployment.pk).first()
+    if fresh is None:
+        raise DeploymentGone(f"Deployment #{deployment.pk} was removed: choose a ready deployment.")
     deployment.status, deployment.on_call = fresh.status, fresh.on_call
     check_deployment(deployment)
 
