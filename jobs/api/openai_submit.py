@@ -1,6 +1,8 @@
 """One /v1 request made a job: checked, admitted under its sender's limits, routed to a deployment (which may wake
 an on-call model), and queued."""
 
+from django.db import transaction
+
 from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request
@@ -18,13 +20,14 @@ def submit(user, token, wanted: Request) -> tuple[Job, str]:
     tokens = checked.max_tokens if "max_tokens" in wanted.generation else None
     admission.admit(user, token)
     for last in (False, True):
-        target = inputs.target_for(wanted.model, tokens)
-        generation = openai_api.generation_params(wanted, target.deployment.ctx).as_dict()
-        job = Job(kind=wanted.kind, deployment=target.deployment, user=user, api_token=token,
-                  messages=wanted.messages, prompt=wanted.prompt,
-                  params=routing.routed(generation, target.model) if target.model else generation)
         try:
-            queueing.submit(job)
+            with transaction.atomic():  # routed and saved at once: each request of a burst sees those before it
+                target = inputs.target_for(wanted.model, tokens)
+                generation = openai_api.generation_params(wanted, target.deployment.ctx).as_dict()
+                job = Job(kind=wanted.kind, deployment=target.deployment, user=user, api_token=token,
+                          messages=wanted.messages, prompt=wanted.prompt,
+                          params=routing.routed(generation, target.model) if target.model else generation)
+                queueing.submit(job)
         except queueing.DeploymentGone as exc:
             if last or target.model is None:
                 raise InputError(str(exc), "model", "model_not_available", status=503) from None

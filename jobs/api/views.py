@@ -2,6 +2,7 @@
 
 from typing import Annotated, Any, Literal
 
+from django.db import transaction
 from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import BeforeValidator, WithJsonSchema
@@ -114,9 +115,11 @@ def create_job(request: HttpRequest, payload: JobIn):
         raise ApiError(str(exc), 429, retry_after=exc.retry_after) from None
     job.api_token = token
     for last in (False, True):
-        routed_by = place(job, payload, wanted)
+        routed_by = None
         try:
-            job = queueing.submit(job)
+            with transaction.atomic():  # routed and saved at once: each request of a burst sees those before it
+                routed_by = place(job, payload, wanted)
+                job = queueing.submit(job)
         except queueing.DeploymentGone as exc:  # an idle one unloaded since it was chosen: routed again, once
             if last or not routed_by:
                 raise ApiError(str(exc), 409, "model" if routed_by else "deployment") from None

@@ -6,22 +6,25 @@ seconds when a request of `tokens` tokens would have its whole answer, from four
 - `slots`: how many answers its engine makes at once (the engine's report, else the deployment's setting);
 - `ahead`: its jobs RUNNING plus QUEUED, counted in the database (the engine's own `busy` lags by up to its
   report interval, and a burst of requests must see each other at once to spread);
-- `speed`: tokens/s one answer gets there: the engine's measured total (`tokens_per_s`) over the answers it was
-  making (`busy`) while that figure is fresh (models_app/activity.STALE_S), else the speed of its last answers
-  (jobs of the last few minutes), else, never measured, its siblings' median (or DEFAULT_SPEED_TOKENS_S);
+- `rate`: the tokens/s its engine makes over all its answers together: the engine's measured total
+  (`tokens_per_s`) while that figure is fresh (models_app/activity.STALE_S), else the speed of its last answers
+  (jobs of the last few minutes: a lower bound, as if they had run one at a time), else, never measured, its
+  siblings' median (or DEFAULT_SPEED_TOKENS_S);
 - `not_serving_s`: a fixed cost for an engine that is not taking jobs now: loading or restarting
   (LOADING_S) or a deployment being recovered (RECOVERING_S).
 
-    wait_s   = 0                                           if ahead < slots (a slot is free)
-             = (ahead - slots + 1) * tokens / (slots * speed)   otherwise
-    answer_s = not_serving_s + wait_s + tokens / speed
+    wait_s   = 0                                      if ahead < slots (a slot is free)
+             = (ahead - slots + 1) * tokens / rate    otherwise
+    answer_s = not_serving_s + (ahead + 1) * tokens / rate
 
-A full engine ends `slots` answers every `tokens / speed` seconds, so one slot frees every
-tokens / (slots * speed) seconds, and the request needs `ahead - slots + 1` of them; then it takes its own
-tokens / speed. Every job ahead is taken to be as long as this request: the panel cannot know how long the
-others' answers will be, and since every term scales with `tokens`, the order of the replicas does not depend on
-it; only the seconds (the conversation margin below) do. Equal estimates go to the emptier replica (ahead per
-slot), then the older deployment, so a burst of requests alternates between idle replicas.
+An engine shares its rate among the answers it makes, so the new answer and every one ahead of it (each taken to
+be as long as this one: the panel cannot know the others' lengths) are made at `rate` together: the request has
+its whole answer after (ahead + 1) * tokens of the engine's work. A full engine frees a slot every
+tokens / rate seconds (`wait_s`, what the request waits before it starts). A free slot does not make an answer
+free: a replica already making seven answers gives an eighth a seventh of the speed an idle one gives it (an
+estimate from one answer's speed once sent a burst of 16 requests 12 to 4 to two equal replicas). Since every
+term scales with `tokens`, the order of the replicas does not depend on it; only the seconds (the conversation
+margin below) do. Equal estimates go to the emptier replica (ahead per slot), then the older deployment.
 
 A conversation stays on the replica that holds its prefix (its last job's deployment: that engine's sequence
 cache still has the earlier turns, jobs/engine/sequences.py) unless that one's estimate is more than twice the
@@ -39,6 +42,7 @@ import time
 from dataclasses import dataclass
 from datetime import timedelta
 
+from django.db import transaction
 from django.db.models import Count, Q
 from django.utils import timezone
 
@@ -62,7 +66,7 @@ class Estimate:
     deployment: Deployment
     slots: int
     ahead: int
-    speed: float  # tokens/s one answer gets
+    rate: float  # tokens/s its engine makes, all its answers together
     not_serving_s: float
     wait_s: float
     answer_s: float
@@ -87,6 +91,11 @@ def pick(model_name: str, tokens: int | None = None, home: int | None = None,
                   and (leaving is None or deployment.status == DeploymentStatus.READY)]
     if not candidates:
         return None
+    if transaction.get_connection().in_atomic_block:
+        # A door routes and saves in one transaction: on PostgreSQL the replicas' rows are held until the job
+        # is saved, so a burst's requests each see the jobs before them (SQLite's transactions take turns).
+        list(Deployment.objects.select_for_update().filter(pk__in=[d.pk for d in candidates]).order_by("pk")
+             .values_list("pk", flat=True))
     ranked = sorted(estimates(candidates, tokens or DEFAULT_TOKENS), key=lambda estimate: estimate.order)
     best = ranked[0]
     kept = next((estimate for estimate in ranked if estimate.deployment.pk == home), None)
@@ -110,18 +119,18 @@ def estimates(deployments: list[Deployment], tokens: int) -> list[Estimate]:
                .values("deployment").annotate(n=Count("pk")).order_by())
     for row in counted:
         ahead[row["deployment"]] = row["n"]
-    measured = {deployment.pk: measured_speed(deployment) for deployment in deployments}
-    known = [speed for speed in measured.values() if speed]
+    measured = {deployment.pk: measured_rate(deployment) for deployment in deployments}
+    known = [rate for rate in measured.values() if rate]
     fallback = statistics.median(known) if known else DEFAULT_SPEED_TOKENS_S
     return [estimate(deployment, tokens, ahead[deployment.pk], measured[deployment.pk] or fallback)
             for deployment in deployments]
 
 
-def estimate(deployment: Deployment, tokens: int, ahead: int, speed: float) -> Estimate:
+def estimate(deployment: Deployment, tokens: int, ahead: int, rate: float) -> Estimate:
     slots = whole(deployment.engine.get("slots")) or deployment.slots or 1
-    wait_s = 0.0 if ahead < slots else (ahead - slots + 1) * tokens / (slots * speed)
+    wait_s = 0.0 if ahead < slots else (ahead - slots + 1) * tokens / rate
     extra = not_serving_s(deployment)
-    return Estimate(deployment, slots, ahead, speed, extra, wait_s, extra + wait_s + tokens / speed)
+    return Estimate(deployment, slots, ahead, rate, extra, wait_s, extra + (ahead + 1) * tokens / rate)
 
 
 def not_serving_s(deployment: Deployment) -> float:
@@ -130,14 +139,14 @@ def not_serving_s(deployment: Deployment) -> float:
     return 0.0 if deployment.engine.get("state") == "ready" else LOADING_S
 
 
-def measured_speed(deployment: Deployment, now: float | None = None) -> float | None:
-    """Tokens/s one answer gets on this replica: its engine's fresh figure, else its recent answers'; None if it
-    has neither."""
+def measured_rate(deployment: Deployment, now: float | None = None) -> float | None:
+    """Tokens/s this replica's engine makes, all its answers together: its fresh figure, else its recent answers'
+    speed; None if it has neither."""
     engine = deployment.engine
     rate, at, busy = engine.get("tokens_per_s"), engine.get("at"), whole(engine.get("busy"))
     now = time.time() if now is None else now
     if number(rate) and number(at) and now - at <= STALE_S and rate > 0 and busy:
-        return rate / busy
+        return float(rate)
     return recent_speed(deployment.pk)
 
 

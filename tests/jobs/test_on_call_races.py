@@ -51,21 +51,20 @@ def test_a_job_on_a_deployment_keeps_it_from_being_unloaded_and_one_unloaded_tak
     assert Job.objects.filter(deployment=deployment).count() == 1, "nothing saved on the stopped one"
 
 
-def test_a_request_routed_to_a_deployment_unloaded_before_its_job_is_saved_wakes_the_model(db, sent, bob,
-                                                                                           monkeypatch):
+def test_a_request_routed_to_a_deployment_stopped_before_its_job_is_saved_wakes_the_model(db, sent, bob,
+                                                                                          monkeypatch):
     on_call(gguf("small"), laptops(1))
     first = serving(wakeup.wake("small"))
-    route = inputs.target_for
+    assert wakeup.stop_if_idle(first, "unload", "idle")  # committed by another process after the routing read it
+    route, calls = inputs.target_for, []
 
-    def unloaded_meanwhile(model, tokens=None):
-        target = route(model, tokens)
-        if target.deployment.pk == first.pk:
-            assert wakeup.stop_if_idle(first, "unload", "idle while the request was routed")
-        return target
+    def read_before_the_stop(model, tokens=None):
+        calls.append(model)
+        return inputs.Target(first, model) if len(calls) == 1 else route(model, tokens)  # `first` still says ready
 
-    monkeypatch.setattr(inputs, "target_for", unloaded_meanwhile)
+    monkeypatch.setattr(inputs, "target_for", read_before_the_stop)
     job, model = submit(bob, None, request("small"))
-    assert model == "small" and job.deployment != first and job.deployment.on_call
+    assert len(calls) == 2 and model == "small" and job.deployment != first and job.deployment.on_call
     assert job.deployment.status == DeploymentStatus.PLANNED, "woken again: its job waits on the new load"
     assert not Job.objects.filter(deployment=first).exists()
 

@@ -47,7 +47,7 @@ def test_when_both_are_full_the_shorter_queue_wins_and_the_wait_is_counted_in_sl
         jobs(deployment, JobStatus.RUNNING, 2)
         jobs(deployment, JobStatus.QUEUED, waiting)
         set_engine(deployment, slots=2, busy=2, tokens_per_s=20.0)  # 10 tokens/s per answer
-    estimates = {e.deployment.pk: e for e in routing.estimates([first, second], tokens=50)}
+    estimates = {e.deployment.pk: e for e in routing.estimates(list(Deployment.objects.all()), tokens=50)}
     # Two slots end two answers every 50 / 10 = 5 s: a slot frees every 2.5 s, and the new job needs ahead - 1.
     assert estimates[second.pk].wait_s == pytest.approx(2 * 2.5)
     assert estimates[first.pk].wait_s == pytest.approx(4 * 2.5)
@@ -66,7 +66,7 @@ def test_when_both_have_room_the_faster_engine_wins(replicas):
     done = timezone.now()
     Job.objects.create(kind=JobKind.CHAT, deployment=second, messages=HI, status=JobStatus.SUCCEEDED,
                        completion_tokens=31, first_token=done - timedelta(seconds=6), finished=done)
-    assert routing.measured_speed(Deployment.objects.get(pk=second.pk)) == pytest.approx(5.0)
+    assert routing.measured_rate(Deployment.objects.get(pk=second.pk)) == pytest.approx(5.0)
     assert routing.pick("tiny") == first, "...so its last answers' 5 tokens/s count, slower than 15"
 
 
@@ -81,6 +81,21 @@ def test_a_fast_engine_with_a_short_queue_beats_an_idle_slow_one(replicas):
     assert estimates[first.pk].answer_s == pytest.approx(4.0) and estimates[second.pk].answer_s == pytest.approx(10)
     assert routing.pick("tiny", 100) == first
     assert routing.pick("tiny", 100, leaving=first.pk) == second, "a failing replica is left out"
+
+
+def test_a_burst_is_shared_by_the_replicas_rates_and_not_sent_to_the_faster_one_while_it_has_a_free_slot(
+        replicas):
+    """An engine shares its rate among its answers: a replica making 1.5 times the tokens/s of the other takes
+    about 1.5 times the requests of a burst, not every request until its slots are full and more (one answer's
+    speed once sent a burst of 16 requests 12 to 4)."""
+    first, second = replicas
+    for deployment, rate in ((first, 10.0), (second, 15.0)):
+        Deployment.objects.filter(pk=deployment.pk).update(slots=8, engine=engine(slots=8, busy=1,
+                                                                                  tokens_per_s=rate))
+    for _ in range(16):  # each saved before the next is routed, as the doors do in one transaction
+        jobs(routing.pick("tiny", 128), JobStatus.QUEUED, 1)
+    counts = {pk: Job.objects.filter(deployment=pk).count() for pk in (first.pk, second.pk)}
+    assert counts == {first.pk: 6, second.pk: 10} or counts == {first.pk: 7, second.pk: 9}, counts
 
 
 def test_a_conversation_stays_on_the_replica_that_read_it_unless_it_is_much_slower(replicas, bob):
