@@ -13,6 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from django.db import IntegrityError, transaction
+from django.db.models import Q
 
 from jobs.engine import oneshot
 from jobs.engine.llamacpp import LlamaCppError
@@ -359,6 +360,9 @@ def make_default(deployment: Deployment) -> None:
         raise PlanningError(f"{deployment} is {deployment.get_status_display().lower()}: only a deployment "
                             "that takes jobs can be the default.")
     with transaction.atomic():
+        # Both rows held in id order first, as a door routing among replicas holds them: never a deadlock.
+        rows = Deployment.objects.filter(Q(is_default=True) | Q(pk=deployment.pk)).select_for_update().order_by("pk")
+        list(rows.values_list("pk", flat=True))
         Deployment.objects.filter(is_default=True).update(is_default=False)
         Deployment.objects.filter(pk=deployment.pk).update(is_default=True)
     deployment.is_default = True

@@ -185,7 +185,8 @@ def chosen_deployment(pk: int | None, model: str | None, tokens: int) -> tuple[D
         queueing.check_deployment(deployment)
         return deployment, None
     except InputError as exc:
-        raise ApiError(str(exc), exc.status, "model" if model is not None else "deployment") from None
+        field = "params.max_tokens" if exc.param == "max_tokens" else "model" if model is not None else "deployment"
+        raise ApiError(str(exc), exc.status, field) from None
     except queueing.QueueError as exc:
         raise ApiError(str(exc), 409, "deployment") from None
 

@@ -7,9 +7,9 @@ seconds when a request of `tokens` tokens would have its whole answer, from four
 - `ahead`: its jobs RUNNING plus QUEUED, counted in the database (the engine's own `busy` lags by up to its
   report interval, and a burst of requests must see each other at once to spread);
 - `rate`: the tokens/s its engine makes over all its answers together: the engine's measured total
-  (`tokens_per_s`) while that figure is fresh (models_app/activity.STALE_S), else the speed of its last answers
-  (jobs of the last few minutes: a lower bound, as if they had run one at a time), else, never measured, its
-  siblings' median (or DEFAULT_SPEED_TOKENS_S);
+  (`tokens_per_s`) while that figure is fresh (models_app/activity.STALE_S), else the rate its last answers
+  were made at together (jobs of the last few minutes: their tokens over the time any was being made), else,
+  never measured, its siblings' median (or DEFAULT_SPEED_TOKENS_S);
 - `not_serving_s`: a fixed cost for an engine that is not taking jobs now: loading or restarting
   (LOADING_S) or a deployment being recovered (RECOVERING_S).
 
@@ -151,13 +151,28 @@ def measured_rate(deployment: Deployment, now: float | None = None) -> float | N
 
 
 def recent_speed(deployment_id: int) -> float | None:
+    """The tokens/s its last answers were made at, all together: their tokens over the time any of them was being
+    made (answers made side by side share that time; an idle gap between them is not counted)."""
     since = timezone.now() - timedelta(seconds=HISTORY_S)
     rows = (Job.objects.filter(deployment=deployment_id, status=JobStatus.SUCCEEDED, finished__gte=since,
                                completion_tokens__gt=1, first_token__isnull=False)
             .order_by("-finished").values_list("completion_tokens", "first_token", "finished")[:HISTORY_JOBS])
     tokens = sum(count - 1 for count, _, _ in rows)  # the first token comes with the prompt, not at this speed
-    seconds = sum((finished - first).total_seconds() for _, first, finished in rows)
+    seconds = busy_seconds([(first, finished) for _, first, finished in rows])
     return tokens / seconds if tokens and seconds > 0 else None
+
+
+def busy_seconds(spans: list) -> float:
+    """How long any of the spans (start, end) lasted: their union's length."""
+    total, reach = 0.0, None
+    for start, end in sorted(spans):
+        if reach is None or start > reach:
+            total += (end - start).total_seconds()
+            reach = end
+        elif end > reach:
+            total += (end - reach).total_seconds()
+            reach = end
+    return total
 
 
 def conversation_home(conversation_id: int | None) -> int | None:

@@ -98,7 +98,7 @@ def make_room(on_call: OnCall, choice: Choice) -> Choice:
         raise NoRoom(choice.no_room)
     if choice.plan is None or not choice.evict or on_call.when_short != WhenShort.EVICT:
         return choice
-    for deployment in choice.evict:
+    for deployment in sorted(choice.evict, key=lambda d: d.pk):  # rows in id order, as routing holds them
         stop_if_idle(deployment, Kind.EVICT, f"Evicted to make room for {on_call.model.name}: the least recently "
                                              f"used idle deployment of its pool (no job since "
                                              f"{last_used(deployment):%Y-%m-%d %H:%M:%S} UTC).")
@@ -211,7 +211,8 @@ def place(waiting: Deployment) -> bool:
             return give_up(waiting, DeploymentStatus.STOPPED, "Its model was taken off call while it waited.")
         # A young one's first job may not be saved yet (the request that woke it queues after the wake commits).
         young = waiting.created > timezone.now() - timedelta(seconds=UNPREPARED_S)
-        if not young and not Job.objects.filter(deployment=waiting, status=JobStatus.QUEUED).exists():
+        jobs = Job.objects.filter(deployment=waiting)
+        if not jobs.filter(status=JobStatus.QUEUED).exists() and (not young or jobs.exists()):
             return give_up(waiting, DeploymentStatus.STOPPED, "Nobody waits for it any more.")
         try:
             choice = make_room(on_call, choose(on_call))

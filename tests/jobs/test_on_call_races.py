@@ -55,12 +55,13 @@ def test_a_request_routed_to_a_deployment_stopped_before_its_job_is_saved_wakes_
                                                                                           monkeypatch):
     on_call(gguf("small"), laptops(1))
     first = serving(wakeup.wake("small"))
+    as_routed = Deployment.objects.get(pk=first.pk)  # what the routing read: ready
     assert wakeup.stop_if_idle(first, "unload", "idle")  # committed by another process after the routing read it
     route, calls = inputs.target_for, []
 
     def read_before_the_stop(model, tokens=None):
         calls.append(model)
-        return inputs.Target(first, model) if len(calls) == 1 else route(model, tokens)  # `first` still says ready
+        return inputs.Target(as_routed, model) if len(calls) == 1 else route(model, tokens)
 
     monkeypatch.setattr(inputs, "target_for", read_before_the_stop)
     job, model = submit(bob, None, request("small"))
@@ -101,7 +102,7 @@ def test_a_request_refused_loads_nothing(db, sent, bob):
     over = client.post("/v1/chat/completions", {"model": "small", "messages": HI, "max_tokens": 4},
                        "application/json", **bearer(bob))
     assert over.status_code == 429, over.content
-    assert not Deployment.objects.exists() and not sent, "nothing woken for a refused request"
+    assert not Deployment.objects.exists() and not OnCallEvent.objects.exists(), "nothing woken for a refused one"
 
 
 def test_laptops_serving_a_deployment_made_by_hand_are_never_waited_for(db, sent):

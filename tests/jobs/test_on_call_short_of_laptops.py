@@ -143,12 +143,16 @@ def test_celery_beat_asks_for_the_look_after_and_a_deployment_nobody_waits_for_i
     app.loader.import_default_modules()
     scheduled = {entry["task"] for entry in django_settings.CELERY_BEAT_SCHEDULE.values()}
     assert "jobs.tasks.look_after_on_call" in scheduled and "jobs.tasks.look_after_on_call" in app.tasks
+    woken = wakeup.wake("late")  # as /v1/batches does: its lines are saved in a transaction of their own
+    wakeup.look_after()
+    woken.refresh_from_db()
+    assert oncall.is_waiting(woken), "one just made may not have its first job yet: kept a while"
+    Deployment.objects.filter(pk=woken.pk).update(created=timezone.now() - timedelta(minutes=2))
+    wakeup.look_after()
+    woken.refresh_from_db()
+    assert woken.status == DeploymentStatus.STOPPED, "still nobody after a while: given up"
     job = ask("late")
     queueing.cancel(job)
-    wakeup.look_after()
-    job.deployment.refresh_from_db()
-    assert oncall.is_waiting(job.deployment), "one just made may not have its first job yet: kept a while"
-    Deployment.objects.filter(pk=job.deployment.pk).update(created=timezone.now() - timedelta(minutes=2))
     wakeup.look_after()
     job.deployment.refresh_from_db()
     assert job.deployment.status == DeploymentStatus.STOPPED

@@ -68,6 +68,10 @@ def test_when_both_have_room_the_faster_engine_wins(replicas):
                        completion_tokens=31, first_token=done - timedelta(seconds=6), finished=done)
     assert routing.measured_rate(Deployment.objects.get(pk=second.pk)) == pytest.approx(5.0)
     assert routing.pick("tiny") == first, "...so its last answers' 5 tokens/s count, slower than 15"
+    Job.objects.create(kind=JobKind.CHAT, deployment=second, messages=HI, status=JobStatus.SUCCEEDED,
+                       completion_tokens=31, first_token=done - timedelta(seconds=6), finished=done)
+    assert routing.measured_rate(Deployment.objects.get(pk=second.pk)) == pytest.approx(10.0), \
+        "two answers made side by side: the engine's rate is both together"
 
 
 def test_a_fast_engine_with_a_short_queue_beats_an_idle_slow_one(replicas):
