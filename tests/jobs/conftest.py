@@ -27,6 +27,16 @@ def ready(db) -> Deployment:
 
 
 @pytest.fixture
+def sent(monkeypatch) -> list[tuple]:
+    """What would be sent to workers (jobs/messages.py), caught here: tests of the scheduler run no worker."""
+    from jobs import messages
+
+    caught = []
+    monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
+    return caught
+
+
+@pytest.fixture
 def replicas(ready) -> tuple[Deployment, Deployment]:
     """`ready` and a second deployment of its model "tiny" (replicas), both idle with two slots, rows only."""
     ready.engine, ready.slots = engine(), 2

@@ -27,13 +27,6 @@ from tests.oncall_rows import gguf, laptops, on_call, serving
 HI = [{"role": "user", "content": "Hello?"}]
 
 
-@pytest.fixture
-def sent(monkeypatch) -> list[tuple]:
-    caught = []
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
-    return caught
-
-
 def request(model: str, **more) -> openai_api.Request:
     return openai_api.parse({"model": model, "messages": HI, **more}, JobKind.CHAT)
 

@@ -11,7 +11,6 @@ from django.conf import settings as django_settings
 from django.utils import timezone
 
 from clusterpanel.celery import app
-from jobs import messages
 from jobs.api.views import described
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
@@ -22,13 +21,6 @@ from tests.oncall_rows import gguf, laptops, on_call, serving
 from tests.rows import client_for
 
 HI = [{"role": "user", "content": "Hello?"}]
-
-
-@pytest.fixture
-def sent(monkeypatch) -> list[tuple]:
-    caught = []
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
-    return caught
 
 
 def used(deployment: Deployment, minutes_ago: float, status: str = JobStatus.SUCCEEDED) -> Deployment:

@@ -24,14 +24,6 @@ from tests.oncall_rows import GiB, gguf, laptops, on_call, serving
 HI = [{"role": "user", "content": "Hello?"}]
 
 
-@pytest.fixture
-def sent(monkeypatch) -> list[tuple]:
-    """What the scheduler asks workers to do, caught here."""
-    caught = []
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
-    return caught
-
-
 def laptops_of(deployment: Deployment) -> set[str]:
     return set(deployment.stages.values_list("node__name", flat=True))
 
