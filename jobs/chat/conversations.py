@@ -12,8 +12,8 @@ from markdown_it import MarkdownIt
 from jobs.chat import manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
-from jobs.queue import admission, queueing, routing
-from models_app.models import Deployment, DeploymentStatus
+from jobs.queue import admission, queueing, routing, wakeup
+from models_app.models import Deployment, DeploymentStatus, OnCall
 
 MAX_MESSAGE_CHARS = 32_000
 # Raw HTML off: model output is text, and Markdown is only ever rendered into escaped, link-checked HTML.
@@ -82,9 +82,23 @@ def chosen(value, conversation: Conversation, tokens: int) -> tuple[Deployment, 
     name = typed_text(value, "model").removeprefix(MODEL)  # a NUL would reach the database's query
     home = routing.conversation_home(conversation.pk)
     found = routing.pick(name, tokens, home=home) or next(iter(routing.replicas(name, offline_too=True)), None)
+    if found is None and OnCall.objects.filter(model__name=name).exists():
+        return None, name  # on call and asleep (or loading): `ask` wakes it once the turn is admitted
     if found is None:  # one whose laptop is offline is found above: sending to it says why it cannot answer now
         raise ChatError(f"No deployment of {name[:80]} is ready; choose another model.")
     return found, name
+
+
+def woken(name: str, tokens: int) -> Deployment:
+    """The deployment an on-call model's turn waits on: the one loading it, or one made now; a replica that
+    serves if one has come up meanwhile."""
+    try:
+        deployment = wakeup.wake(name, tokens) or routing.pick(name, tokens)
+    except (wakeup.NoRoom, wakeup.TooLong) as exc:
+        raise ChatError(str(exc)) from None
+    if deployment is None:
+        raise ChatError(f"No deployment of {name[:80]} is ready; choose another model.")
+    return deployment
 
 
 def ready_deployment(value) -> Deployment:
@@ -122,8 +136,9 @@ def set_system_prompt(conversation: Conversation, value) -> None:
         conversation.save(update_fields=["system_prompt"])
 
 
-def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment,
+def ask(conversation: Conversation, text: str, params: Params, deployment: Deployment | None,
         routed_by: str | None = None) -> Job:
+    """The turn queued on `deployment`; None: the on-call model `routed_by`, woken once the turn is admitted."""
     text = text.strip()
     if not text:
         raise ChatError("Type a message first.")
@@ -132,7 +147,7 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
     if not unicode_text(text):
         raise ChatError("That message holds a character that is not text (a lone UTF-16 surrogate or a NUL); "
                         "remove it and send again.")
-    if deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
+    if deployment is not None and deployment.status not in (DeploymentStatus.READY, DeploymentStatus.DEGRADED):
         raise ChatError(f"{deployment} is {deployment.get_status_display().lower()}; choose a ready one.")
     if conversation.jobs.filter(status__in=(JobStatus.QUEUED, JobStatus.RUNNING)).exists():
         raise ChatError("The last answer is still coming; wait for it or stop it first.")
@@ -141,6 +156,7 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
         if not conversation.title:
             manage.name_after(conversation, text)
         with transaction.atomic():  # the engine is woken when this commits: QueueDown comes from here
+            deployment = deployment or woken(routed_by, params.max_tokens)
             conversation.deployment, conversation.params = deployment, params.as_dict()
             conversation.save(update_fields=["deployment", "params", "updated"])
             job = Job(kind=JobKind.CHAT, deployment=deployment, user=conversation.user, conversation=conversation,

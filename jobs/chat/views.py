@@ -14,6 +14,8 @@ from jobs.chat import conversations, manage
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
 from jobs.queue import admission, queueing
+from models_app import oncall
+from models_app.models import OnCall
 
 
 def own_conversation(request: HttpRequest, pk: int) -> Conversation:
@@ -41,12 +43,23 @@ def conversation_page(request: HttpRequest, pk: int) -> HttpResponse:
     deployments = list(queueing.usable_deployments())
     models = Counter(deployment.model.name for deployment in deployments)  # each model's ready replicas
     last = conversation.deployment if conversation.deployment in deployments else (deployments or [None])[0]
+    on_call = on_call_not_ready(set(models))
+    if conversation.deployment and conversation.deployment.model.name in dict(on_call):  # still loading for it
+        last = conversation.deployment
     return render(request, "jobs/chat.html", {
         "conversation": conversation, "conversations": request.user.conversations.all()[:50],
         "turns": conversations.turns(conversation), "deployments": deployments, "models": sorted(models.items()),
-        "chosen": f"{conversations.MODEL}{last.model.name}" if last else "",
+        "on_call": on_call, "chosen": f"{conversations.MODEL}{last.model.name}" if last else "",
         "params": {**conversations.Params().as_dict(), **conversation.params}, "limits": LIMITS,
     })
+
+
+def on_call_not_ready(ready: set[str]) -> list[tuple[str, str]]:
+    """On-call models nothing serves yet, with their state (asleep, loading): a message to one wakes it."""
+    models = [on_call.model for on_call in OnCall.objects.select_related("model").order_by("model__name")
+              if on_call.model.name not in ready]
+    states = oncall.states(models)
+    return [(model.name, states[model.pk]) for model in models]
 
 
 @require_POST
