@@ -6,7 +6,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from clusterpanel.celery import app as celery_app
+from clusterpanel import celery
 
 
 @dataclass(frozen=True)
@@ -34,7 +34,7 @@ def check_redis() -> Check:
 
 def check_workers() -> Check:
     try:
-        replies = celery_app.control.ping(timeout=1.0) or []
+        replies = celery.ping(timeout=1.0)
     except Exception as exc:  # broker down surfaces as various kombu errors
         return Check("Celery workers", False, f"cannot ask the broker: {exc}")
     if not replies:

@@ -21,6 +21,7 @@ from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
+from clusterpanel import celery
 from clusterpanel.models import User
 from nodes import actions, cleaning, rpccache, ssh
 from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus
@@ -203,7 +204,7 @@ def answering(app, workers: set[str]) -> set[str]:
     process answers even while it is busy)."""
     if not workers:
         return set()
-    replies = app.control.ping(destination=sorted(workers), timeout=1) or []
+    replies = celery.ping(sorted(workers), timeout=1, on=app)
     return {name for reply in replies for name in reply} & workers
 
 
