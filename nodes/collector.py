@@ -23,6 +23,7 @@ log = logging.getLogger(__name__)
 REDIS_DOWN = (redis.RedisError, OSError)
 KEEPING = Outage(log, "keeping laptops' samples in Redis")  # one line per outage, not a traceback per laptop
 OFFLINE_AFTER_S = 3.5  # three missed samples; the page shows it within 5 s
+WATCHDOG_S = 0.25
 WATCHED = (NodeStatus.NEW, NodeStatus.READY, NodeStatus.OFFLINE)
 
 
@@ -61,6 +62,7 @@ class NodeStream(threading.Thread):
         self.node_id, self.name, self.target = node.pk, node.name, node.ssh_target()
         self.publisher, self.interval = publisher, interval
         self.last_sample = 0.0
+        self.said_offline = False  # told to pages, by the collector's watchdog or its round
         self.unreachable = False
         self.started = time.monotonic()
         self.stopped = threading.Event()
@@ -104,6 +106,9 @@ class NodeStream(threading.Thread):
         self.publisher.send(f"node_{self.node_id}", "node.metrics", payload)
         self.publisher.send("dashboard", "dashboard.metrics", payload)
 
+    def quiet_for(self) -> float:
+        return time.monotonic() - max(self.last_sample, self.started)
+
     def stop(self) -> None:
         self.stopped.set()
         ssh.forget(self.target)
@@ -116,6 +121,22 @@ class Collector:
         self.streams: dict[int, NodeStream] = {}
         self.online: dict[int, bool] = {}
         self.last_downsample = 0.0
+        self.closing = threading.Event()
+        threading.Thread(target=self.watchdog, name="offline-watchdog", daemon=True).start()
+
+    def watchdog(self) -> None:
+        """Pages hear that a laptop went quiet from here, a thread that touches no database: a round waits
+        seconds behind another process's write on a busy SQLite, and the page is promised "offline" within 5 s.
+        The round writes the row (and tells pages itself if this thread has not yet)."""
+        while not self.closing.wait(WATCHDOG_S):
+            for node_id, stream in list(self.streams.items()):
+                if stream.quiet_for() >= OFFLINE_AFTER_S and self.online.get(node_id) is not False:
+                    self.say_offline(node_id, stream)
+
+    def say_offline(self, node_id: int, stream: NodeStream) -> None:
+        if not stream.said_offline:
+            stream.said_offline = True
+            self.announce(node_id, stream.name, "offline")
 
     def tick(self) -> None:
         """One round over every watched laptop; one laptop's failure is logged and the others still get theirs."""
@@ -154,31 +175,33 @@ class Collector:
 
     def watch(self, node: Node, stream: NodeStream) -> None:
         """Mark a laptop offline when its samples stop, and ready again when they come back."""
-        quiet = time.monotonic() - max(stream.last_sample, stream.started)
+        quiet = stream.quiet_for()
         was_online = self.online.get(node.pk)
         if stream.last_sample and quiet < OFFLINE_AFTER_S:
             # Others mark a laptop offline too (an action whose SSH failed a moment): its samples say otherwise,
             # and an offline laptop takes its deployment out of service, so the row follows the samples.
-            if was_online is not True or node.status == NodeStatus.OFFLINE:
+            if was_online is not True or node.status == NodeStatus.OFFLINE or stream.said_offline:
                 # Pages hear first: the row's write can wait seconds on a busy database. Only once written is
                 # it remembered, so a failed write is tried (and announced) again next round.
-                self.announce(node, "ready")
+                stream.said_offline = False
+                self.announce(node.pk, node.name, "ready")
                 node.set_status(NodeStatus.READY)
                 self.online[node.pk] = True
             elif node.last_seen is None or timezone.now() - node.last_seen > timedelta(seconds=30):
                 Node.objects.filter(pk=node.pk).update(last_seen=timezone.now())
         elif quiet >= OFFLINE_AFTER_S and was_online is not False:
-            self.announce(node, "offline")
+            self.say_offline(node.pk, stream)
             node.set_status(NodeStatus.OFFLINE, f"No metrics for {OFFLINE_AFTER_S:.0f} s: the laptop is off "
                                                 "the network, asleep or overloaded.")
             self.online[node.pk] = False
 
-    def announce(self, node: Node, state: str) -> None:
-        payload = {"node": node.pk, "name": node.name, "state": state, "t": round(time.time(), 3)}
-        self.publisher.send(f"node_{node.pk}", "node.state", payload)
+    def announce(self, node_id: int, name: str, state: str) -> None:
+        payload = {"node": node_id, "name": name, "state": state, "t": round(time.time(), 3)}
+        self.publisher.send(f"node_{node_id}", "node.state", payload)
         self.publisher.send("dashboard", "dashboard.state", payload)
 
     def close(self) -> None:
+        self.closing.set()
         for stream in self.streams.values():
             stream.stop()
         self.publisher.close()
