@@ -80,6 +80,10 @@ EXITED = "ggml-rpc-server exited with status "
 # Each of these commands answers at once on a laptop that works (STOP waits 2 s at most for the server to
 # go): a laptop that takes longer hangs, and the supervisor should say so and try again, not wait a minute.
 QUICK_S = 15.0
+# How long a stopped server's exit status may take to reach its log, where why it stopped matters (a job's
+# error names it): 1 s was too short on a loaded machine, and a server killed by hand read as "no exit status
+# recorded". Elsewhere 1 s: the supervisor asks of each server every round, one starting among them.
+LAST_WORDS_S = 5.0
 
 
 class RpcServerError(Exception):
@@ -175,15 +179,17 @@ def stop(target: ssh.SSHTarget, install_dir: str, port: int) -> None:
     ssh.sh(target, STOP, folder(install_dir, port), timeout=QUICK_S)
 
 
-def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20) -> ServerState:
+def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20,
+          last_words_s: float = 1.0) -> ServerState:
     """Running or not; a stopped server's state waits a moment for its last words (the shell that started
-    it writes the exit status just after the server is gone)."""
-    for attempt in range(5):
+    it writes the exit status just after the server is gone: on a loaded laptop, over a second later)."""
+    deadline, pause = time.monotonic() + last_words_s, 0.1
+    while True:
         lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines), timeout=QUICK_S).stdout.splitlines()
         first = lines[0].split() if lines else ["stopped"]
         pid = pid_in(first) if first[:1] == ["running"] else None
         found = ServerState(pid is not None, pid, "\n".join(lines[1:]))
-        if found.running or EXITED in found.log_tail or not found.log_tail:
+        if found.running or EXITED in found.log_tail or not found.log_tail or time.monotonic() > deadline:
             return found
-        time.sleep(0.1 * (attempt + 1))
-    return found
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)

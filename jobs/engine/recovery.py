@@ -60,7 +60,8 @@ def server_state(stage) -> rpcserver.ServerState | ssh.SSHError:
     """The stage's rpc-server as its laptop sees it, or why the laptop did not say (in a thread of its own: no
     database here)."""
     try:
-        return rpcserver.state(stage.node.ssh_target(), stage.node.install_dir, stage.server.port)
+        return rpcserver.state(stage.node.ssh_target(), stage.node.install_dir, stage.server.port,
+                               last_words_s=rpcserver.LAST_WORDS_S)
     except ssh.SSHError as exc:
         return exc
 
