@@ -27,7 +27,7 @@ def states_heard(group: str, within: float) -> list[dict]:
                 except TimeoutError:
                     break
                 if message["type"] == "dashboard.state":
-                    heard.append({**message["payload"], "heard": time.time()})
+                    heard.append(message["payload"])
         finally:
             await layer.group_discard(group, channel)
         return heard
