@@ -9,7 +9,7 @@ Files that run the model across simulated laptops may run side by side: each sim
 its own (nodes/simcpu.give_one_core), so no rpc-server's threads spin waiting for one preempted by another test.
 
 A serial run keeps the plain order. `pytest --store-durations` writes this run's times per file back to
-durations.json.
+durations.json. Every run ends with its slowest files and each file over FILE_BUDGET_S, so a change sees its cost.
 """
 
 import json
@@ -21,6 +21,10 @@ import pytest
 
 DURATIONS = Path(__file__).resolve().parent / "durations.json"
 UNKNOWN_S = 10.0
+SLOWEST_SHOWN = 15
+# A file past this holds one worker for a tenth of the suite's 20 minutes: split it, share its set-up, or shorten
+# the timeouts it waits out.
+FILE_BUDGET_S = 150.0
 _spent: dict[str, float] = defaultdict(float)
 
 
@@ -62,6 +66,27 @@ def pytest_collection_modifyitems(config, items):
 
 def pytest_runtest_logreport(report):
     _spent[report.nodeid.split("::", 1)[0]] += report.duration
+
+
+def by_directory(spent: dict[str, float]) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    for name, seconds in spent.items():
+        totals[name.rsplit("/", 1)[0]] += seconds
+    return totals
+
+
+def pytest_terminal_summary(terminalreporter):
+    if in_a_worker() or not _spent:
+        return
+    write = terminalreporter.write_line
+    terminalreporter.section(f"the {SLOWEST_SHOWN} slowest test files (seconds, set-up included)")
+    for name, seconds in sorted(_spent.items(), key=lambda pair: -pair[1])[:SLOWEST_SHOWN]:
+        write(f"{seconds:8.1f}  {name}")
+    over = {name: seconds for name, seconds in _spent.items() if seconds > FILE_BUDGET_S}
+    write(f"files over {FILE_BUDGET_S:.0f} s: " + (", ".join(f"{name} ({seconds:.0f} s)" for name, seconds in
+                                                            sorted(over.items(), key=lambda pair: -pair[1])) or "none"))
+    write("by directory: " + ", ".join(f"{name} {seconds:.0f} s" for name, seconds in
+                                       sorted(by_directory(_spent).items(), key=lambda pair: -pair[1])))
 
 
 def pytest_sessionfinish(session):

@@ -1,6 +1,7 @@
 """`make test`'s workers take the longest test files first (tests/schedule.py), so none runs alone at the end."""
 
 import json
+from collections import defaultdict
 import os
 import subprocess
 import sys
@@ -42,3 +43,17 @@ def collected_first(**env: str) -> str:
 def test_a_worker_of_a_parallel_run_collects_the_longest_file_first_and_a_serial_run_keeps_the_order():
     assert collected_first(PYTEST_XDIST_WORKER="gw0") == "tests/jobs/test_idle_pages.py"
     assert collected_first() == "tests/clusterpanel/test_api_contract.py"
+
+
+def test_a_run_ends_with_its_slowest_files_and_those_over_the_budget(monkeypatch, capsys):
+    spent = {"tests/a/test_slow.py": 200.0, "tests/a/test_quick.py": 1.5, "tests/b/test_mid.py": 20.0}
+    monkeypatch.setattr(schedule, "_spent", defaultdict(float, spent))  # this run's own reports still land in it
+    monkeypatch.delenv("PYTEST_XDIST_WORKER", raising=False)
+    lines: list[str] = []
+    reporter = SimpleNamespace(write_line=lines.append, section=lambda title: lines.append(f"== {title}"))
+    schedule.pytest_terminal_summary(reporter)
+    assert lines[0] == "== the 15 slowest test files (seconds, set-up included)"
+    assert [line.split()[-1] for line in lines[1:4]] == ["tests/a/test_slow.py", "tests/b/test_mid.py",
+                                                         "tests/a/test_quick.py"]
+    assert lines[4] == "files over 150 s: tests/a/test_slow.py (200 s)"
+    assert lines[5] == "by directory: tests/a 202 s, tests/b 20 s"
