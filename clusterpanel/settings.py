@@ -171,11 +171,14 @@ REDIS_URL = env_str("REDIS_URL") or _own_redis_url()
 # connections give up on any read after socket_timeout (also 5 s by default): left as they come, every page,
 # socket and request that waited on a quiet group died with a TimeoutError. A read must outlast the wait. A Redis
 # that really went away still shows at once (the connection closes), or after REDIS_READ_TIMEOUT_S when it just
-# stops answering.
-CHANNEL_WAIT_S = RedisChannelLayer.brpop_timeout
+# stops answering. Tests make both short (clusterpanel/channel_layer.py), so their soaks outlast them in seconds.
+CHANNEL_WAIT_S = env_int("CHANNEL_WAIT_S", RedisChannelLayer.brpop_timeout)
+if CHANNEL_WAIT_S < 1:
+    raise SystemExit("CHANNEL_WAIT_S must be at least 1 (seconds).")
 REDIS_READ_TIMEOUT_S = env_int("REDIS_READ_TIMEOUT_S", 15)
 if REDIS_READ_TIMEOUT_S <= CHANNEL_WAIT_S:
-    raise SystemExit(f"REDIS_READ_TIMEOUT_S must be more than {CHANNEL_WAIT_S} (channels_redis waits that long).")
+    raise SystemExit(f"REDIS_READ_TIMEOUT_S must be more than CHANNEL_WAIT_S ({CHANNEL_WAIT_S} s: channels_redis "
+                     "waits that long for a message).")
 # How long a request or stream waiting for a job's events keeps trying to reach a Redis that went away before it
 # answers 503 (jobs/queue/listen.py); meanwhile it also watches the job's row, which outlives Redis.
 REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
@@ -184,6 +187,12 @@ REDIS_OUTAGE_S = env_int("REDIS_OUTAGE_S", 60)
 STREAM_KEEPALIVE_S = env_int("STREAM_KEEPALIVE_S", 10)
 if STREAM_KEEPALIVE_S < 1:
     raise SystemExit("STREAM_KEEPALIVE_S must be at least 1 (seconds).")
+# daphne pings each WebSocket this often and closes one whose browser has not answered within the timeout
+# (clusterpanel/webserver.py); tests make them short to soak an idle page past them.
+WEBSOCKET_PING_S = env_int("WEBSOCKET_PING_S", 20)
+WEBSOCKET_PING_TIMEOUT_S = env_int("WEBSOCKET_PING_TIMEOUT_S", 30)
+if not 1 <= WEBSOCKET_PING_S <= WEBSOCKET_PING_TIMEOUT_S:
+    raise SystemExit("WEBSOCKET_PING_S must be at least 1 and at most WEBSOCKET_PING_TIMEOUT_S (seconds).")
 # How many people get their own series in /metrics' per-person token counters; the rest share "(others)".
 METRICS_TOP_USERS = env_int("METRICS_TOP_USERS", 10)
 if METRICS_TOP_USERS < 0:
@@ -201,8 +210,8 @@ for _allowed in METRICS_ALLOWED:
 # retry on a new connection costs nothing while Redis is up and fails as fast while it is down.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_READ_TIMEOUT_S,
+        "BACKEND": "clusterpanel.channel_layer.ChannelLayer",
+        "CONFIG": {"wait_s": CHANNEL_WAIT_S, "hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_READ_TIMEOUT_S,
                               "socket_connect_timeout": 5, "socket_keepalive": True,
                               "retry": AsyncRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))}]},
     }

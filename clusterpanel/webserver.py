@@ -118,7 +118,8 @@ class DebugAccessLog(AccessLogGenerator):
 
 
 class PanelServer(Server):
-    """daphne's server, its connections making LimitedRequests, its access lines at DEBUG.
+    """daphne's server, its connections making LimitedRequests, its access lines at DEBUG, its WebSocket pings
+    as settings say (WEBSOCKET_PING_S) whatever its command line says.
 
     daphne has no option for the request class. Server.run() makes its factory as
     `self.http_factory = HTTPFactory(self)` and listens with `self.http_factory`: this property puts ours there.
@@ -126,6 +127,7 @@ class PanelServer(Server):
 
     def __init__(self, *args, **kwargs) -> None:
         kwargs["action_logger"] = DebugAccessLog()
+        kwargs.update(ping_interval=settings.WEBSOCKET_PING_S, ping_timeout=settings.WEBSOCKET_PING_TIMEOUT_S)
         super().__init__(*args, **kwargs)
 
     @property
