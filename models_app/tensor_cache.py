@@ -18,9 +18,9 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import gguf
 from fnv_c.ext._fnv import ffi, lib
 
+from models_app.gguf_reader import read_header
 from models_app.planner import placement
 
 HASH_THRESHOLD = 10 * 2**20  # upstream's
@@ -68,10 +68,12 @@ def hash_threshold() -> int:
 
 
 def cached_tensors(path: Path, threshold: int) -> dict[str, dict]:
-    """Tensors the server would cache: name -> absolute offset and size in the file."""
-    reader = gguf.GGUFReader(str(path))
-    return {t.name: {"offset": int(t.data_offset), "size": int(t.n_bytes)}
-            for t in reader.tensors if int(t.n_bytes) > threshold}
+    """Tensors the server would cache: name -> absolute offset and size in the file. Read by llama.cpp's own
+    reader (models_app/gguf_reader.py), which takes a fraction of a second where gguf-py's took 4 s of CPU for
+    the bundled model's 272 tensors."""
+    header = read_header(path, path.name, [])
+    return {t.name: {"offset": header.data_offset + t.offset, "size": t.n_bytes}
+            for t in header.tensors if t.n_bytes > threshold}
 
 
 def hash_tensors(path: Path, progress: Callable[[int, int], None] | None = None, workers: int = 0,
