@@ -99,23 +99,62 @@ def web_log() -> Path | None:
     return None
 
 
-@pytest.fixture
-def web_server(transactional_db, collected_static, web_env, web_log) -> Iterator[str]:
-    """The panel's real web server (daphne, with its body limits) on a free port, on the test database."""
+def start_web_server(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
     port = free_port()
-    log = open(web_log, "w") if web_log else subprocess.DEVNULL  # noqa: SIM115 (closed below)
     process = subprocess.Popen(
         [sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
          "clusterpanel.asgi:application"],
-        cwd=ROOT, env={**child_env(), **web_env}, stdout=log, stderr=log,
+        cwd=ROOT, env=env, stdout=log, stderr=log,
     )
     try:
         wait_for_port(port, process=process)
-        yield f"http://127.0.0.1:{port}"
-    finally:
+    except BaseException:
         stop(process)
-        if web_log:
-            log.close()
+        raise
+    return process, f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def shared_web_servers() -> Iterator[dict]:
+    """This worker's web servers that tests share, one per environment, stopped at the end of the run."""
+    servers: dict[frozenset, tuple[subprocess.Popen, str]] = {}
+    yield servers
+    for process, _ in servers.values():
+        stop(process)
+
+
+def unchanging(env: dict[str, str]) -> frozenset:
+    """What a server's environment is, less what pytest changes from test to test."""
+    return frozenset((name, value) for name, value in env.items() if name != "PYTEST_CURRENT_TEST")
+
+
+@pytest.fixture
+def web_server(transactional_db, collected_static, web_env, web_log, shared_web_servers) -> Iterator[str]:
+    """The panel's real web server (daphne, with its body limits) on a free port, on the test database.
+
+    Tests whose server has the same environment share one (its start costs 2 to 3 s of CPU: a hundred tests
+    use it); the database is the test's own all the same, and the server keeps nothing of its own between
+    requests. A test that reads the server's log (web_log) gets one of its own; a server that died, or lived
+    through a Redis restart, is not handed on."""
+    env = {**child_env(), **web_env}
+    if web_log:
+        with open(web_log, "w") as log:
+            process, url = start_web_server(env, log)
+            try:
+                yield url
+            finally:
+                stop(process)
+        return
+    key = unchanging(env)
+    process, url = shared_web_servers.get(key) or (None, "")
+    if process is None or process.poll() is not None:
+        process, url = shared_web_servers[key] = start_web_server(env, subprocess.DEVNULL)
+    restarts = services.redis_restarts()
+    try:
+        yield url
+    finally:
+        if process.poll() is not None or services.redis_restarts() != restarts:
+            stop(shared_web_servers.pop(key)[0])
 
 
 @pytest.fixture

@@ -107,10 +107,17 @@ def redis_down():
         pytest.fail("This test stops Redis: run it with the suite's own Redis (REDIS_URL unset).")
     server.process.kill()
     server.process.wait()
+    _state["restarts"] = redis_restarts() + 1
     try:
         yield
     finally:
         _state["redis"] = RedisServer.start(_state["data_dir"] / "redis", port=server.port)
+
+
+def redis_restarts() -> int:
+    """How many times this run's Redis was stopped so far (processes that lived through it may hold stale
+    connections: a test that shares them hands them on only if none happened)."""
+    return _state.get("restarts", 0)
 
 
 def restart_redis(down_for: float) -> None:
