@@ -13,9 +13,11 @@ run: setup
 # longest first (tests/schedule.py): the longest files mostly wait, and beside them the others keep the cores
 # busy (docs/benchmarks.md, "The whole suite on two workers"). TEST_WORKERS=0 runs the tests one by one.
 TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 2 )))
+# More pytest options, e.g. `make test PYTEST_ARGS=--store-durations` to refresh tests/durations.json.
+PYTEST_ARGS ?=
 
 test: setup-test
-	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 lint: setup-test
 	$(VENV)/bin/ruff check .
