@@ -96,6 +96,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 AUTH_USER_MODEL = "clusterpanel.User"
+# The test suite's own (tests/services.py sets it for every process it starts): its named users are made a few
+# hundred times, and each default hash costs over a second of CPU on a loaded 2-core machine. Never in a panel.
+if env_bool("TESTS_HASH_PASSWORDS_FAST", False):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "landing"  # lab admins to the dashboard, users to the chat
 LOGOUT_REDIRECT_URL = "login"

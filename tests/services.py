@@ -85,6 +85,8 @@ def unused_address(lan_subnet: str, host: int = 250) -> str:
 
 @pytest.hookimpl(wrapper=True)
 def pytest_load_initial_conftests(early_config, parser, args):
+    # For this process and every web server, worker and command it starts (clusterpanel/settings.py).
+    os.environ["TESTS_HASH_PASSWORDS_FAST"] = "1"
     data_dir = Path(tempfile.mkdtemp(prefix="clusterpanel-test-"))
     os.chmod(data_dir, 0o755)  # simulated laptops' homes live below it
     (data_dir / "static").mkdir()
