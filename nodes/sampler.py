@@ -26,27 +26,41 @@ cpustat="/sys/fs/cgroup$(awk -F: '$1 == "0" {print $3}' /proc/self/cgroup 2>/dev
 nic=$(ip route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i + 1); exit}}')
 [ -z "$nic" ] && nic=$(ip -o addr show 2>/dev/null | awk -v a="$(echo "$SSH_CONNECTION" | cut -d' ' -f3)" \
   'a != "" {split($4, p, "/"); if (p[1] == a) {print $2; exit}}')
+# Whether a glob matched a file: what a laptop does not have costs it no process each second.
+present() { [ -e "$1" ]; }
+# Each reading starts four processes (sleep, date, grep, awk), not twenty: the laptop's other readings are read by
+# the shell itself, or only where the laptop has them (a thermal zone, cpufreq, a battery).
 while :; do
   # The pause runs beside the readings, so a busy laptop's slow readings do not stretch the period past $1.
   sleep "$1" & pause=$!
   echo "T $(date +%s.%N)"
-  grep '^cpu' /proc/stat
-  grep -E '^(MemTotal|MemAvailable|SwapTotal|SwapFree):' /proc/meminfo
-  [ -r "$limit" ] && echo "CgLimit $(cat "$limit") $(cat "$usage")"
-  awk -v nic="$nic" 'NR > 2 {gsub(":", " "); if ($1 == nic || (nic == "" && $1 != "lo")) {rx += $2; tx += $10}}
-    END {printf "Net %.0f %.0f\n", rx, tx}' /proc/net/dev
-  awk -F': ' '/^cpu MHz/ {s += $2; n++} END {if (n) printf "MHz %.0f\n", s / n}' /proc/cpuinfo
-  t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1); [ -n "$t" ] && echo "Temp $t"
-  awk '$1 == "throttled_time" {printf "Thr %.0f\n", $2} $1 == "throttled_usec" {printf "Thr %.0f\n", $2 * 1000}' \
-    "$cpustat" 2>/dev/null
+  grep -h -E '^(cpu|(MemTotal|MemAvailable|SwapTotal|SwapFree):)' /proc/stat /proc/meminfo
+  [ -r "$limit" ] && { read -r cg_limit < "$limit" && read -r cg_usage < "$usage"; } 2>/dev/null &&
+    echo "CgLimit $cg_limit $cg_usage"
+  awk -v nic="$nic" 'FNR == NR {if (FNR > 2) {gsub(":", " "); if ($1 == nic || (nic == "" && $1 != "lo")) {
+      rx += $2; tx += $10}}; next}
+    /^cpu MHz/ {split($0, f, ": "); s += f[2]; n++}
+    END {printf "Net %.0f %.0f\n", rx, tx; if (n) printf "MHz %.0f\n", s / n}' /proc/net/dev /proc/cpuinfo
+  present /sys/class/thermal/thermal_zone*/temp &&
+    t=$(cat /sys/class/thermal/thermal_zone*/temp 2>/dev/null | sort -n | tail -1) && [ -n "$t" ] && echo "Temp $t"
+  [ -r "$cpustat" ] && while read -r key value; do
+    case "$key $value" in
+      "throttled_time "*[!0-9]*|"throttled_usec "*[!0-9]*) ;;
+      "throttled_time "?*) echo "Thr $value" ;;
+      "throttled_usec 0") echo "Thr 0" ;;
+      "throttled_usec "?*) echo "Thr ${value}000" ;;
+    esac
+  done 2>/dev/null < "$cpustat"
   # "-" for what the laptop does not say; the top of its fastest core, as the probe takes (big.LITTLE boards).
-  now=$(awk '{s += $1; n++} END {if (n) printf "%.0f", s / n}' \
-    /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null)
-  top=$(awk '$1 > m {m = $1} END {if (m) print m}' \
-    /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null)
+  now= top=
+  present /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq && now=$(awk '{s += $1; n++}
+    END {if (n) printf "%.0f", s / n}' /sys/devices/system/cpu/cpu[0-9]*/cpufreq/scaling_cur_freq 2>/dev/null)
+  present /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq && top=$(awk '$1 > m {m = $1}
+    END {if (m) print m}' /sys/devices/system/cpu/cpu[0-9]*/cpufreq/cpuinfo_max_freq 2>/dev/null)
   printf 'Freq %s %s\n' "${now:--}" "${top:--}"
   cap= status= ac= found=
   for supply in /sys/class/power_supply/*; do
+    present "$supply" || continue  # none: the pattern itself
     [ "$(cat "$supply/scope" 2>/dev/null)" = Device ] && continue  # a wireless mouse's own battery
     case "$(cat "$supply/type" 2>/dev/null)" in
       Battery) found=1; cap=$(head -n 1 "$supply/capacity" 2>/dev/null | cut -c 1-20)
