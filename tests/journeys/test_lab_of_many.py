@@ -6,12 +6,17 @@ left on any laptop.
 
 N is 17 in `make test`, past llama.cpp's upstream 16 devices (scripts/llama_patches/); bench/lab_of_many.py runs
 the same journey at 39, the seeds' lab, and writes each step's time (JOURNEY_REPORT) and photographs the plan,
-deployment and dashboard pages (JOURNEY_SHOTS)."""
+deployment and dashboard pages (JOURNEY_SHOTS).
+
+The panel runs as `make run` runs it: a Celery worker of four processes (CELERY_CONCURRENCY's default), so the
+laptops' probes and installs go four at a time, and the supervisor checking each rpc-server once a second."""
 
 import json
 import os
 import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -24,7 +29,7 @@ from models_app.models import Deployment
 from nodes import ssh
 from nodes.models import RpcServer
 from tests import services
-from tests.conftest import wait_until
+from tests.conftest import child_env, stop, wait_until
 from tests.jobs.cluster import end_engines
 from tests.models_app.gguf_files import write_loadable_model
 
@@ -72,6 +77,33 @@ class Steps:
     def write(self, **more) -> None:
         if REPORT:
             Path(REPORT).write_text(json.dumps({"laptops": LAPTOPS, "steps": self.times, **more}, indent=2))
+
+
+@pytest.fixture
+def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
+    """A real Celery worker as `make run` starts it (clusterpanel/management/commands/runpanel.py): four processes,
+    not the suite's one (--pool solo), on the test Redis and database, with no work left by earlier tests."""
+    from clusterpanel.celery import app
+
+    app.control.purge()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--concurrency", "4",
+         "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
+        cwd=ROOT, env=child_env(),
+    )
+    try:
+        yield process
+    finally:
+        stop(process)
+
+
+@pytest.fixture
+def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
+    """The rpc-server supervisor at `make run`'s interval, once a second (the suite's checks twice a second): each
+    check of a server is an SSH command on its laptop, and here 17 laptops share this machine's cores."""
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise"], cwd=ROOT, env=child_env())
+    yield process
+    stop(process)
 
 
 @pytest.fixture

@@ -1,5 +1,6 @@
 """GGUF files the tests write themselves, with the `gguf` package."""
 
+import functools
 from pathlib import Path
 
 import gguf
@@ -79,17 +80,55 @@ def write_loadable_model(path: Path, layers: int = 6, embd: int = 768, ffn: int 
 
 def copy_tokenizer(writer: gguf.GGUFWriter, source: Path) -> int:
     """Every tokenizer.* field of `source` into `writer`; the vocabulary size."""
-    reader = gguf.GGUFReader(str(source))
     vocab = 0
-    for name, field in reader.fields.items():
-        if not name.startswith("tokenizer."):
-            continue
-        value = field.contents()
-        kind = field.types[0]
+    for name, value, kind, sub_type in tokenizer_fields(Path(source)):
+        kind = gguf.GGUFValueType(kind)
         if kind == gguf.GGUFValueType.ARRAY:
-            writer.add_key_value(name, value, kind, sub_type=field.types[-1])
+            writer.add_key_value(name, value, kind, sub_type=gguf.GGUFValueType(sub_type))
             if name == "tokenizer.ggml.tokens":
                 vocab = len(value)
         else:
             writer.add_key_value(name, value, kind)
     return vocab
+
+
+def cache_root() -> Path | None:
+    """Where models and parts of them that tests make are kept across runs: beside the llama.cpp builds
+    (settings.BUILD_CACHE_DIR). None when it cannot be written: nothing is kept."""
+    import os
+
+    from django.conf import settings
+
+    root = Path(settings.BUILD_CACHE_DIR) / "test-models"
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return root if os.access(root, os.W_OK) else None
+
+
+@functools.cache
+def tokenizer_fields(source: Path) -> list[tuple]:
+    """Each tokenizer.* field of `source` as (name, value, value type, array item type or None). gguf-py's reader
+    takes 3 s of CPU over the bundled model (an object per token): what it read is kept in the build cache under
+    the hash of the file's bytes and the gguf package's version, and in this process."""
+    import hashlib
+    import importlib.metadata
+    import json
+    import os
+
+    root = cache_root()
+    if root:
+        with open(source, "rb") as handle:
+            digest = hashlib.file_digest(handle, "sha256").hexdigest()[:32]
+        kept = root / f"tokenizer-{digest}-gguf-{importlib.metadata.version('gguf')}.json"
+        if kept.is_file():
+            return [tuple(field) for field in json.loads(kept.read_text())]
+    fields = [(name, field.contents(), int(field.types[0]),
+               int(field.types[-1]) if field.types[0] == gguf.GGUFValueType.ARRAY else None)
+              for name, field in gguf.GGUFReader(str(source)).fields.items() if name.startswith("tokenizer.")]
+    if root:
+        partial = kept.with_name(f"{kept.name}.{os.getpid()}.part")
+        partial.write_text(json.dumps(fields))
+        partial.rename(kept)
+    return fields

@@ -4,19 +4,33 @@ the `gguf` package, then quantized by llama.cpp's own quantizer to TQ1_0, TQ2_0 
 The quantizer is `llama_model_quantize` in the head's libllama: the function the `llama-quantize` tool calls after
 parsing its arguments, from the same vendored llama.cpp and the same build as the laptops' runtime, so no build
 of the tool is needed. TQ1_0 and TQ2_0 pack 256 weights a block (QK_K): a tensor whose rows are not a multiple of
-256 falls back to Q4_0, so every width here is one (the bundled SmolLM2's 576 is not)."""
+256 falls back to Q4_0, so every width here is one (the bundled SmolLM2's 576 is not).
+
+Writing the f16 model and quantizing it takes about 17 s of CPU, and gguf-py's reading of each file's tensors 4 s
+more (it makes an object per token of the tokenizer): `quantized_models` and `tensors` keep what they made in the
+build cache (settings.BUILD_CACHE_DIR, where scripts/build_llama.py keeps llama.cpp's builds), keyed by a hash of
+everything that makes it, and hand out copies."""
 
 import functools
+import hashlib
+import importlib.metadata
+import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 import gguf
 import numpy as np
 
-from tests.models_app.gguf_files import copy_tokenizer
+from tests.models_app.gguf_files import cache_root, copy_tokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
+KEPT_DAYS = 30  # a cached tensor table nothing has read for this long is removed
 FILE_TYPES = {name: gguf.LlamaFileType[f"MOSTLY_{name}"] for name in ("TQ1_0", "TQ2_0", "Q4_0", "Q4_K_M")}
 
 
@@ -91,8 +105,92 @@ def quantize(source: Path, target: Path, file_type: str) -> Path:
     return target
 
 
+def file_hash(*paths: Path) -> str:
+    digest = hashlib.sha256()
+    for path in paths:
+        with open(path, "rb") as handle:
+            digest.update(hashlib.file_digest(handle, "sha256").digest())
+    return digest.hexdigest()
+
+
+def makers_hash(**shape) -> str:
+    """A hash of all that makes `quantized_models`' files: the code that writes and quantizes them (this module
+    and gguf_files), the gguf and numpy packages, the bundled model (its tokenizer), the head's llama.cpp
+    libraries (the quantizer) and the shape asked for."""
+    from jobs.engine.llamacpp import lib_dir
+    from models_app.bundled import bundled_model_path
+
+    here = Path(__file__).resolve()
+    libraries = sorted(path for path in lib_dir().iterdir() if path.is_file() and ".so" in path.name)
+    return hashlib.sha256(json.dumps({
+        "code": file_hash(here, here.with_name("gguf_files.py")),
+        "packages": [importlib.metadata.version(name) for name in ("gguf", "numpy")],
+        "bundled": file_hash(bundled_model_path()), "llama.cpp": file_hash(*libraries),
+        "libraries": [path.name for path in libraries], "shape": shape,
+    }, sort_keys=True).encode()).hexdigest()
+
+
+def quantized_models(folder: Path, kinds: tuple[str, ...], layers: int = 4, embd: int = 512, ffn: int = 1536,
+                     seed: int = 0) -> dict[str, Path]:
+    """`write_llama_model(layers, embd, ffn, seed)` quantized to each of `kinds`, at folder/test-<kind>.gguf: copies
+    of files made once and kept in the build cache under a hash of all that makes them (`makers_hash`), so a
+    change to any of it makes them again. Without a cache to write, made here each time."""
+    shape = {"layers": layers, "embd": embd, "ffn": ffn, "seed": seed, "kinds": sorted(kinds)}
+    names = {kind: f"test-{kind.lower()}.gguf" for kind in kinds}
+    root = cache_root()
+    kept = root / f"ternary-{makers_hash(**shape)[:24]}" if root else None
+    if kept is None or not all((kept / name).is_file() for name in names.values()):
+        making = Path(tempfile.mkdtemp(prefix="making-", dir=root or folder))
+        making.chmod(0o755)
+        try:
+            source = write_llama_model(making / "f16.gguf", layers=layers, embd=embd, ffn=ffn, seed=seed)
+            for kind, name in names.items():
+                quantize(source, making / name, kind)
+            source.unlink()
+            if kept is None:
+                return {kind: Path(shutil.move(making / name, folder / name)) for kind, name in names.items()}
+            for old in [*root.glob("ternary-*"), *root.glob("making-*")]:
+                # made by other code, libraries or models, or left by a run that was killed: nothing reads them
+                if old != kept and old != making and (old.name.startswith("ternary-") or
+                                                      old.stat().st_mtime < time.time() - 3600):
+                    shutil.rmtree(old, ignore_errors=True)
+            try:
+                making.rename(kept)
+            except OSError:  # another run kept the same files first
+                pass
+        finally:
+            shutil.rmtree(making, ignore_errors=True)
+    return {kind: Path(shutil.copyfile(kept / name, folder / name)) for kind, name in names.items()}
+
+
+class Tensor(NamedTuple):
+    name: str
+    tensor_type: gguf.GGMLQuantizationType
+    n_elements: int
+    n_bytes: int
+
+
 @functools.cache
-def tensors(path: Path) -> dict:
+def tensors(path: Path) -> dict[str, Tensor]:
     """Each tensor by name (its tensor_type, n_elements, n_bytes), read by the `gguf` package's own reader, not by
-    the panel's (once per file: it builds an object per token of the tokenizer)."""
-    return {tensor.name: tensor for tensor in gguf.GGUFReader(str(path)).tensors}
+    the panel's. Its reading takes seconds (it builds an object per token of the tokenizer): what it read is
+    kept in the build cache under the hash of the file's bytes and the gguf package's version."""
+    root = cache_root()
+    kept = root / "gguf-tensors" / f"{file_hash(path)[:32]}-gguf-{importlib.metadata.version('gguf')}.json" \
+        if root else None
+    if kept and kept.is_file():
+        kept.touch()
+        table = json.loads(kept.read_text())
+    else:
+        table = [[t.name, t.tensor_type.name, int(t.n_elements), int(t.n_bytes)]
+                 for t in gguf.GGUFReader(str(path)).tensors]
+        if kept:
+            kept.parent.mkdir(exist_ok=True)
+            for old in kept.parent.glob("*.json"):
+                if old.stat().st_mtime < time.time() - KEPT_DAYS * 86400:
+                    old.unlink(missing_ok=True)
+            partial = kept.with_suffix(f".{os.getpid()}.part")
+            partial.write_text(json.dumps(table))
+            partial.rename(kept)
+    return {name: Tensor(name, gguf.GGMLQuantizationType[kind], n_elements, n_bytes)
+            for name, kind, n_elements, n_bytes in table}

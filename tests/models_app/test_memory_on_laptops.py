@@ -2,7 +2,9 @@
 models of different architectures (the bundled llama-architecture SmolLM2, and a qwen2 file written here
 whose feed-forward tensors are over the rpc-server's 10 MiB cache threshold); and with 4 slots, each with a
 KV stream of the whole context, all of it resident once llama.cpp has cleared it (for SmolLM2 at 2048 tokens
-the three slots more are 45 MiB a laptop)."""
+the three slots more are 45 MiB a laptop). The qwen2 file is written once for both tests (`qwen2_file`)."""
+
+from pathlib import Path
 
 import pytest
 
@@ -21,6 +23,12 @@ def laptops(lan, transactional_db):
     return register_all(lan(3), then=ActionKind.PROBE)
 
 
+@pytest.fixture(scope="module")
+def qwen2_file(tmp_path_factory) -> Path:
+    """The qwen2 model (about 350 MiB of f16), written once for the file's tests: each registers it anew."""
+    return write_loadable_model(tmp_path_factory.mktemp("models") / "qwen2.gguf")
+
+
 def deploy_and_measure(model, laptops, ctx, slots=1):
     deployment = deploy.create(model, laptops, ctx, mode="even", slots=slots)
     deploy.prepare(deployment, measure_peak=True)
@@ -34,16 +42,16 @@ def deploy_and_measure(model, laptops, ctx, slots=1):
     return rows
 
 
-def test_predictions_hold_on_the_laptops_for_two_models_at_two_contexts(laptops, supervisor, tmp_path):
-    qwen2 = register_path(write_loadable_model(tmp_path / "qwen2.gguf"), checksum_now=True)
+def test_predictions_hold_on_the_laptops_for_two_models_at_two_contexts(laptops, supervisor, qwen2_file):
+    qwen2 = register_path(qwen2_file, checksum_now=True)
     assert qwen2.architecture == "qwen2" and max(qwen2.other_tensors.values()) > 10 * 2**20
     for model in (ensure_bundled(), qwen2):
         for ctx in (512, 2048):
             check(model, laptops, ctx)
 
 
-def test_predictions_hold_with_four_slots_of_the_whole_context(laptops, supervisor, tmp_path):
-    qwen2 = register_path(write_loadable_model(tmp_path / "qwen2.gguf"), checksum_now=True)
+def test_predictions_hold_with_four_slots_of_the_whole_context(laptops, supervisor, qwen2_file):
+    qwen2 = register_path(qwen2_file, checksum_now=True)
     for model in (ensure_bundled(), qwen2):
         check(model, laptops, 2048, slots=4)
 

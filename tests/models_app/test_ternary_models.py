@@ -2,8 +2,12 @@
 f16 and quantized by llama.cpp's own quantizer (tests/models_app/ternary_files.py) is read with its real tensor
 sizes, named in words on its page and in the API, planned over two simulated laptops with each laptop's weights
 and KV cache equal to what llama.cpp allocates there and its memory within the planner's target (±5 % or
-±32 MiB), and, deployed with real rpc-servers, answers token for token as the head alone does."""
+±32 MiB), and, deployed with real rpc-servers, answers token for token as the head alone does.
 
+The files are made once and kept in the build cache (tests/models_app/ternary_files.quantized_models); the two
+laptops are the first two of the run's shared simulated LAN."""
+
+import dataclasses
 import re
 
 import pytest
@@ -21,9 +25,8 @@ from nodes import ssh
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import end_engines, engine_ready
-from tests.models_app.ternary_files import quantize, tensors, write_llama_model
+from tests.models_app.ternary_files import quantized_models, tensors
 from tests.nodes.laptops import register_all
-from tests.services import lan_harness
 
 MiB = 2**20
 LAYER_WEIGHT = re.compile(r"^blk\.\d+\.(attn_(q|k|v|output)|ffn_(gate|up|down))\.weight$")
@@ -32,22 +35,14 @@ BLOCK_BYTES = {"TQ2_0": 66, "TQ1_0": 54}  # per 256 weights: ggml-common.h's blo
 
 @pytest.fixture(scope="module")
 def files(tmp_path_factory) -> dict:
-    folder = tmp_path_factory.mktemp("ternary")
-    source = write_llama_model(folder / "f16.gguf", layers=4, embd=512, ffn=1536)
-    return {kind: quantize(source, folder / f"test-{kind.lower()}.gguf", kind) for kind in ("TQ2_0", "TQ1_0", "Q4_0")}
-
-
-@pytest.fixture(scope="module")
-def two_laptops():
-    harness = lan_harness("tern", "10.253.0.0/24")
-    harness.up(2)
-    yield harness
-    harness.down()
+    return quantized_models(tmp_path_factory.mktemp("ternary"), ("TQ2_0", "TQ1_0", "Q4_0"), layers=4, embd=512,
+                            ffn=1536)
 
 
 @pytest.fixture
-def laptops(two_laptops, transactional_db):
-    nodes = register_all(two_laptops.status(), then=ActionKind.PROBE)
+def laptops(lan, transactional_db):
+    shared = lan(3)  # as most files ask for it, so that none makes it again; two of its laptops
+    nodes = register_all(dataclasses.replace(shared, laptops=shared.laptops[:2]), then=ActionKind.PROBE)
     yield nodes
     for node in nodes:
         ssh.forget(node.ssh_target())
