@@ -1,9 +1,11 @@
 """Shared fixtures: named users, the simulated LAN, real workers and a real web server."""
 
+import ctypes
 import fcntl
 import hashlib
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -20,6 +22,7 @@ from tests import services
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct horse battery staple"
+PR_SET_PDEATHSIG = 1  # <linux/prctl.h>
 
 
 @pytest.fixture
@@ -131,12 +134,18 @@ def web_log() -> Path | None:
     return None
 
 
+def ends_with_this_process() -> None:
+    """In a child, before it runs: the kernel sends it SIGTERM when the test process ends, however that ends (a
+    shared server outlives its test; an interrupted run never reaches the session's tear-down)."""
+    ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+
+
 def start_web_server(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
          "clusterpanel.asgi:application"],
-        cwd=ROOT, env=env, stdout=log, stderr=log,
+        cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=ends_with_this_process,
     )
     try:
         wait_for_port(port, process=process)
