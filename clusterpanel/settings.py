@@ -243,6 +243,19 @@ CACHE_CLEAN_EVERY_S = env_int("CACHE_CLEAN_EVERY_S", 3600)
 # seconds in one of an admin's "idle minutes" (tests make it short).
 ONCALL_CHECK_EVERY_S = env_int("ONCALL_CHECK_EVERY_S", 30)
 ONCALL_IDLE_MINUTE_S = env_int("ONCALL_IDLE_MINUTE_S", 60)
+# Jobs that wait this long with nothing running and no message in their engine's queue (lost with a Redis
+# restart) get one from the supervisor (jobs/engine/workers.py); tests make it short.
+ENGINE_STALLED_S = env_int("ENGINE_STALLED_S", 30)
+if ENGINE_STALLED_S < 1:
+    raise SystemExit("ENGINE_STALLED_S must be at least 1 (seconds).")
+# How long a quick command on a laptop (an rpc-server's start, stop or state) may take before the laptop counts
+# as hanging (nodes/rpcserver.py); a laptop found at a new address is recovered after this long, once the
+# supervisor's round at its old address has given up (jobs/engine/moves.py). Tests make it short. A start gives
+# systemd-inhibit 5 s and the new server's pid 1 s more.
+LAPTOP_QUICK_COMMAND_S = env_int("LAPTOP_QUICK_COMMAND_S", 15)
+if LAPTOP_QUICK_COMMAND_S < 7:
+    raise SystemExit("LAPTOP_QUICK_COMMAND_S must be at least 7 (seconds): starting an rpc-server on a laptop "
+                     "may take 6 s.")
 CELERY_BEAT_SCHEDULE = {
     "clean-laptop-caches": {"task": "nodes.tasks.clean_caches", "schedule": float(CACHE_CLEAN_EVERY_S)},
     "look-after-on-call-models": {"task": "jobs.tasks.look_after_on_call", "schedule": float(ONCALL_CHECK_EVERY_S)},

@@ -167,7 +167,7 @@ def do_restart_servers(action: NodeAction, node: Node) -> None:
     if not ports:
         action.report("No rpc-server runs here: nothing to restart.", ports=[])
         return
-    ssh.run(node.ssh_target(), ["true"], timeout=rpcserver.QUICK_S)  # an unreachable laptop is asked nothing
+    ssh.run(node.ssh_target(), ["true"], timeout=rpcserver.quick_s())  # an unreachable laptop is asked nothing
     for port in ports:
         serving.want(node, port, "restart")
     action.report(f"Restarting the rpc-server{'s' if len(ports) > 1 else ''} on port "

@@ -77,9 +77,17 @@ tail -n "$2" -- "$dir/log" 2>/dev/null
 
 
 EXITED = "ggml-rpc-server exited with status "
-# Each of these commands answers at once on a laptop that works (STOP waits 2 s at most for the server to
-# go): a laptop that takes longer hangs, and the supervisor should say so and try again, not wait a minute.
-QUICK_S = 15.0
+
+
+def quick_s() -> float:
+    """How long each of these commands may take (settings.LAPTOP_QUICK_COMMAND_S, 15 s): one answers at once on
+    a laptop that works (STOP waits 2 s at most for the server to go); a laptop that takes longer hangs, and the
+    supervisor should say so and try again, not wait a minute."""
+    from django.conf import settings
+
+    return float(settings.LAPTOP_QUICK_COMMAND_S)
+
+
 # How long a stopped server's exit status may take to reach its log, where why it stopped matters (a job's
 # error names it): 1 s was too short on a loaded machine, and a server killed by hand read as "no exit status
 # recorded". Elsewhere 1 s: the supervisor asks of each server every round, one starting among them.
@@ -157,12 +165,12 @@ def start(target: ssh.SSHTarget, install_dir: str, port: int, bind: str = "127.0
     spin_count = settings.RPC_SPIN_COUNT if spin_count is None else spin_count
     base = install_dir.rstrip("/")
     binary = ssh.remote_path(f"{base}/runtime/current/bin/ggml-rpc-server")
-    threads = threads or int(ssh.sh(target, platforms.LOGICAL_CORES, timeout=QUICK_S).stdout.strip() or 1)
+    threads = threads or int(ssh.sh(target, platforms.LOGICAL_CORES, timeout=quick_s()).stdout.strip() or 1)
     devices = devices or ["CPU"]
     gpu = gpu_backend(install_dir, devices)
     result = ssh.sh(target, START, folder(install_dir, port), binary, bind, str(port), str(threads),
                     ssh.remote_path(f"{base}/cache"), str(int(spin_count)), ",".join(devices),
-                    ssh.remote_path(gpu) if gpu else "", timeout=QUICK_S)
+                    ssh.remote_path(gpu) if gpu else "", timeout=quick_s())
     if result.exit_status == 4:
         raise RpcServerError("The runtime is not installed on this laptop yet; install it first.")
     if result.exit_status != 0 or not result.stdout.split():
@@ -176,7 +184,7 @@ def pid_in(words: list[str]) -> int | None:
 
 
 def stop(target: ssh.SSHTarget, install_dir: str, port: int) -> None:
-    ssh.sh(target, STOP, folder(install_dir, port), timeout=QUICK_S)
+    ssh.sh(target, STOP, folder(install_dir, port), timeout=quick_s())
 
 
 def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 20,
@@ -185,7 +193,7 @@ def state(target: ssh.SSHTarget, install_dir: str, port: int, log_lines: int = 2
     it writes the exit status just after the server is gone: on a loaded laptop, over a second later)."""
     deadline, pause = time.monotonic() + last_words_s, 0.1
     while True:
-        lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines), timeout=QUICK_S).stdout.splitlines()
+        lines = ssh.sh(target, STATUS, folder(install_dir, port), str(log_lines), timeout=quick_s()).stdout.splitlines()
         first = lines[0].split() if lines else ["stopped"]
         pid = pid_in(first) if first[:1] == ["running"] else None
         found = ServerState(pid is not None, pid, "\n".join(lines[1:]))

@@ -7,7 +7,7 @@ right after a start, before anyone else connects.
 
 Each laptop's servers are handled by a thread of their own (`LaptopWorker`): a
 laptop whose SSH hangs keeps only its own thread waiting, up to the SSH
-timeouts (10 s to connect, `rpcserver.QUICK_S` for a command), while every
+timeouts (10 s to connect, `rpcserver.quick_s()` for a command), while every
 other laptop is still checked each round. A laptop still busy with the last
 round is skipped, so a hung one never piles up threads. One server's failure,
 whatever it is, is logged and recorded on that server; the others go on.

@@ -10,10 +10,13 @@ from jobs import messages
 from models_app.models import Deployment, DeploymentStatus
 from nodes import rpcserver
 
-# Recovery keeps a laptop whose server runs again within 10 s of asking (jobs/engine/comeback.py). The supervisor
-# may be in a round at the old address when the laptop moves, and that round ends only when its command gives up
-# (up to rpcserver.QUICK_S): recovery starts after that, so the laptop is not left out for a round's wait.
-SETTLE_S = rpcserver.QUICK_S
+
+def settle_s() -> float:
+    """How long recovery waits after a move. It keeps a laptop whose server runs again within 10 s of asking
+    (jobs/engine/comeback.py); the supervisor may be in a round at the old address when the laptop moves, and that
+    round ends only when its command gives up (up to rpcserver.quick_s()): recovery starts after that, so the
+    laptop is not left out for a round's wait."""
+    return rpcserver.quick_s()
 
 
 def laptop_moved(node, was: str) -> list[str]:
@@ -25,7 +28,7 @@ def laptop_moved(node, was: str) -> list[str]:
                                   f"{node.name} moved to {node.host} (was {was}). Re-planning; it keeps its place "
                                   "once its rpc-server runs at the new address.")
             transaction.on_commit(lambda pk=deployment.pk: messages.recover_deployment(pk, [node.name], [],
-                                                                                       countdown=SETTLE_S))
+                                                                                       countdown=settle_s()))
             said.append(f"{deployment} recovers as after a dropped laptop: {node.name} keeps its place once its "
                         "rpc-server runs at the new address")
         elif deployment.status == DeploymentStatus.DEGRADED:

@@ -23,7 +23,8 @@ from models_app.models import Deployment, DeploymentStatus
 log = logging.getLogger(__name__)
 ROOT = Path(__file__).resolve().parents[2]
 STOP_WITHIN_S = 10
-STALLED_S = 30  # jobs waiting this long with nothing running and no message get one (jobs/queue/queueing.py)
+# settings.ENGINE_STALLED_S (30 s): jobs waiting this long with nothing running and no message get one
+# (jobs/queue/queueing.py)
 MAX_BACKOFF_S = 60
 # ggml aborts the engine when a laptop's rpc-server dies mid-answer, and first has gdb print its backtrace: 5.7 s
 # on a busy 2-core head, with every job waiting for the abort to be told and retried. Its own message ("Remote
@@ -55,11 +56,11 @@ class Engines:
             self.stop(pk)
         elif wanted_revision != revision:
             self.stop(pk)
-        elif time.monotonic() - self.woken.get(pk, 0.0) > STALLED_S:
+        elif time.monotonic() - self.woken.get(pk, 0.0) > settings.ENGINE_STALLED_S:
             self.woken[pk] = time.monotonic()
-            if queueing.wake_if_stalled(Deployment.objects.get(pk=pk), STALLED_S):
+            if queueing.wake_if_stalled(Deployment.objects.get(pk=pk), settings.ENGINE_STALLED_S):
                 log.warning("deployment %s: jobs waited %d s with no message to wake its engine; sent one",
-                            pk, STALLED_S)
+                            pk, settings.ENGINE_STALLED_S)
 
     def start_or_back_off(self, pk: int, revision: int) -> None:
         """An engine that cannot start is logged and tried again later; the other deployments' still start."""

@@ -1,5 +1,11 @@
 """A conversation longer than the context keeps answering: on a 2048-token deployment, thirty turns all get an
-answer; once the oldest turns no longer fit, the model is given the newest ones and the page says so."""
+answer; once the oldest turns no longer fit, the model is given the newest ones and the page says so.
+
+Each turn is a long question (53 tokens) and a short answer (8 tokens): a turn is ~72 tokens, so the oldest turns
+are first left out at turn 29 (turn 28's prompt leaves 31 tokens spare, turn 29's would be 41 over), and turns 29
+and 30 answer past the context. Answers cost the most per token (a decode step at a time across the laptops,
+where a question is read in one batch), and a turn that leaves turns out reads its whole prompt again (~2000
+tokens, the longest step of all): 64-token answers made seven such turns."""
 
 import pytest
 from django.test import Client
@@ -13,8 +19,10 @@ from tests.conftest import wait_until
 pytestmark = pytest.mark.timeout(1200)
 
 TURNS = 30
-QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ships, storms and the people who keep "
-            "the lights burning through the night. Tell me one new fact about lighthouses, in one sentence.")
+ANSWER_TOKENS = 8
+QUESTION = ("Here is turn {n} of our long talk about lighthouses, harbours, ships, storms, tides, reefs and the brave "
+            "people who keep the lights burning through the long night. Tell me one new fact about lighthouses, in "
+            "one sentence.")
 
 
 @pytest.fixture
@@ -30,13 +38,13 @@ def finished(job: Job, what: str) -> Job:
 
 def test_a_thirty_turn_conversation_keeps_answering_and_says_what_was_left_out(cluster, bob):
     conversation = Conversation.objects.create(user=bob, system_prompt="You are a patient lighthouse expert.")
-    params = validate({"temperature": 0, "max_tokens": 64})
+    params = validate({"temperature": 0, "max_tokens": ANSWER_TOKENS})
     answered = []
     for n in range(1, TURNS + 1):
         job = conversations.ask(conversation, QUESTION.format(n=n), params, cluster)
         job = finished(job, f"the answer to turn {n}")
         assert job.status == JobStatus.SUCCEEDED and job.output.strip(), f"turn {n}: {job.error}"
-        assert job.prompt_tokens + 64 <= cluster.ctx, f"turn {n} left no room for its answer"
+        assert job.prompt_tokens + ANSWER_TOKENS <= cluster.ctx, f"turn {n} left no room for its answer"
         answered.append(job)
 
     dropping = [job for job in answered if job.dropped_messages]

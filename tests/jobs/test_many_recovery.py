@@ -1,8 +1,11 @@
 """Recovery and exactly-once with several jobs in one engine (slots = 4): a laptop killed while four chats stream
 fails all four naming it, each is retried once and every retry succeeds (on the same three laptops: the supervisor
-has restarted the killed server by the time recovery decides, so the engine reloads the same plan); a 40-line batch
+has restarted the killed server by the time recovery decides, so the engine reloads the same plan); a 24-line batch
 whose engine worker's group is killed with three items in flight ends with every line run exactly once, the
-items done before the kill untouched, and never more than three batch items (slots - 1) at once."""
+items done before the kill untouched, and never more than three batch items (slots - 1) at once.
+
+Sizes: the chats ask for 150 tokens (the kill lands a few tokens in; the four retries run 150 each, not 300), and
+the batch has 24 lines (five or more done before the kill, three interrupted, the rest after it), not 40."""
 
 import json
 import os
@@ -24,7 +27,7 @@ from tests.jobs.cluster import chat
 from tests.jobs.test_batch_survives_engine_restart import upload as upload_lines
 
 SLOTS = 4
-LINES = 40
+LINES = 24
 ITEM_TOKENS = 64
 
 
@@ -45,8 +48,8 @@ def all_streaming(jobs: list[Job], at_least: int) -> bool:
 
 def test_it_fails_every_sequence_naming_the_dead_laptop_and_retries_each_once(
         cluster, bob, web_server, celery_worker):
-    # Counting prompts run long, so none ends before the kill; 300 tokens keep the retries short.
-    jobs = [chat(cluster, bob, f"Count from {n * 100} to {n * 100 + 400}, one number a line.", max_tokens=300)
+    # Counting prompts run long, so none ends before the kill; 150 tokens keep the retries short.
+    jobs = [chat(cluster, bob, f"Count from {n * 100} to {n * 100 + 400}, one number a line.", max_tokens=150)
             for n in range(SLOTS)]
     wait_until(lambda: all_streaming(jobs, 5), 120, "four chats streaming at once")
     victim = cluster.stages.select_related("node", "server").get(position=1)
