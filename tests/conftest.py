@@ -199,13 +199,19 @@ def web_server(transactional_db, collected_static, web_env, web_log, shared_web_
 
 
 @pytest.fixture
-def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
+def celery_pool() -> list[str]:
+    """How the test Celery worker runs its tasks (one at a time); a test module overrides this fixture."""
+    return ["--pool", "solo"]
+
+
+@pytest.fixture
+def celery_worker(transactional_db, celery_pool) -> Iterator[subprocess.Popen]:
     """A real Celery worker on the test Redis and the test database, with no work left by earlier tests."""
     from clusterpanel.celery import app
 
     app.control.purge()
     process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
+        [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *celery_pool,
          "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
         cwd=ROOT, env=child_env(),
     )
@@ -216,10 +222,16 @@ def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
 
 
 @pytest.fixture
-def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
-    """The panel's rpc-server supervisor, checking twice a second."""
-    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], cwd=ROOT,
-                               env=child_env())
+def supervisor_interval() -> float:
+    """Seconds between the supervisor's checks (twice a second); a test module overrides this fixture."""
+    return 0.5
+
+
+@pytest.fixture
+def supervisor(transactional_db, supervisor_interval) -> Iterator[subprocess.Popen]:
+    """The panel's rpc-server supervisor."""
+    process = subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", str(supervisor_interval)],
+                               cwd=ROOT, env=child_env())
     yield process
     stop(process)
 

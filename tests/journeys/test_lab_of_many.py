@@ -14,9 +14,7 @@ laptops' probes and installs go four at a time, and the supervisor checking each
 import json
 import os
 import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import openai
@@ -29,7 +27,7 @@ from models_app.models import Deployment
 from nodes import ssh
 from nodes.models import RpcServer
 from tests import services
-from tests.conftest import child_env, stop, wait_until
+from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines
 from tests.models_app.gguf_files import write_loadable_model
 
@@ -80,30 +78,17 @@ class Steps:
 
 
 @pytest.fixture
-def celery_worker(transactional_db) -> Iterator[subprocess.Popen]:
-    """A real Celery worker as `make run` starts it (clusterpanel/management/commands/runpanel.py): four processes,
-    not the suite's one (--pool solo), on the test Redis and database, with no work left by earlier tests."""
-    from clusterpanel.celery import app
-
-    app.control.purge()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--concurrency", "4",
-         "--loglevel", "WARNING", "--without-mingle", "--without-gossip"],
-        cwd=ROOT, env=child_env(),
-    )
-    try:
-        yield process
-    finally:
-        stop(process)
+def celery_pool() -> list[str]:
+    """The worker as `make run` starts it (clusterpanel/management/commands/runpanel.py): four processes, not the
+    suite's one at a time, so the laptops' probes and installs go four at a time."""
+    return ["--concurrency", "4"]
 
 
 @pytest.fixture
-def supervisor(transactional_db) -> Iterator[subprocess.Popen]:
-    """The rpc-server supervisor at `make run`'s interval, once a second (the suite's checks twice a second): each
-    check of a server is an SSH command on its laptop, and here 17 laptops share this machine's cores."""
-    process = subprocess.Popen([sys.executable, "manage.py", "supervise"], cwd=ROOT, env=child_env())
-    yield process
-    stop(process)
+def supervisor_interval() -> float:
+    """`make run`'s interval, once a second (the suite's checks twice a second): each check of a server is an SSH
+    command on its laptop, and here 17 laptops share this machine's cores."""
+    return 1.0
 
 
 @pytest.fixture
