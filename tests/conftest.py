@@ -19,6 +19,7 @@ from django.conf import settings
 from clusterpanel.models import Role, User
 from nodes.simlan import Lan, SimLanError
 from tests import services
+from tests.emulated import arm_lan, lavapipe_lan  # noqa: F401 (fixtures: one ARM and one lavapipe laptop a run)
 
 ROOT = Path(__file__).resolve().parent.parent
 PASSWORD = "correct horse battery staple"

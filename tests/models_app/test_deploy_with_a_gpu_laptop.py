@@ -1,7 +1,10 @@
 """One model over a laptop with a GPU (Vulkan, through Mesa's lavapipe) and two laptops with CPUs only: the plan
 puts layers on the GPU, the GPU laptop's rpc-server serves that device, the layers land where the plan says,
 the engine answers, Verify compares the answer with the head's alone, and stopping leaves no server; a GPU gone
-between the plan and the deployment is named, and nothing is started."""
+between the plan and the deployment is named, and nothing is started.
+
+The GPU laptop is the run's own lavapipe laptop (tests/emulated.py, shared with tests/nodes/test_vulkan_laptop.py:
+one LAN, one cold shader cache a run); the CPU laptops are the first two of the run's simulated LAN."""
 
 import pytest
 
@@ -13,22 +16,17 @@ from nodes import rpcserver, ssh
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines, engine_ready
-from tests.nodes.laptops import register_all
-from tests.services import lan_harness
-
-
-@pytest.fixture(scope="module")
-def mixed_lan():
-    harness = lan_harness("gpumix", "10.249.0.0/24")
-    harness.up(3)
-    harness.give_vulkan_gpu(1)
-    yield harness
-    harness.down()
+from tests.nodes.laptops import register, run_now
 
 
 @pytest.fixture
-def laptops(mixed_lan, transactional_db):
-    nodes = register_all(mixed_lan.status(), then=ActionKind.INSTALL_RUNTIME)
+def laptops(lavapipe_lan, lan, transactional_db):
+    """The GPU laptop and two CPU laptops, registered, each with the runtime installed."""
+    with_gpu, plain = lavapipe_lan.status(), lan(3)
+    nodes = [register(with_gpu, with_gpu.laptops[0]), *(register(plain, laptop) for laptop in plain.laptops[:2])]
+    for node in nodes:
+        action = run_now(node, ActionKind.INSTALL_RUNTIME)
+        assert action.status == "succeeded", action.error
     gpu = nodes[0]
     # lavapipe's memory is the laptop's RAM: the planner takes the laptop's CPU or its GPU, the faster measured
     # (the CPU until measured). Kept out by the admin, the CPU leaves the GPU to hold the laptop's layers.
@@ -78,15 +76,15 @@ def test_a_gpu_laptop_and_two_cpu_laptops_deploy_answer_and_verify(laptops, supe
     assert not RpcServer.objects.filter(status=ServerStatus.RUNNING).exists()
 
 
-def test_a_gpu_gone_before_the_deployment_starts_is_named_and_nothing_starts(mixed_lan, laptops):
+def test_a_gpu_gone_before_the_deployment_starts_is_named_and_nothing_starts(lavapipe_lan, laptops):
     gpu = laptops[0]
     deployment = deploy.create(ensure_bundled(), laptops, 512, mode="even")
-    mixed_lan.give_vulkan_gpu(1, present=False)  # its driver broke, say, after the plan was made
+    lavapipe_lan.give_vulkan_gpu(1, present=False)  # its driver broke, say, after the plan was made
     ssh.forget(gpu.ssh_target())  # the panel's open sessions keep the environment they started with
     try:
         deploy.prepare(deployment)
     finally:
-        mixed_lan.give_vulkan_gpu(1)
+        lavapipe_lan.give_vulkan_gpu(1)
         ssh.forget(gpu.ssh_target())
     deployment.refresh_from_db()
     assert deployment.status == DeploymentStatus.FAILED

@@ -5,7 +5,9 @@ that offer the build on the laptop, and nothing is copied.
 
 The ARM laptop is a simulated laptop whose aarch64 programs run under qemu-user (nodes/simarm.py says what is
 faked: `uname -m`, and the arm64 system libraries taken from Debian's cross packages). The riscv64 laptop is
-the same shim alone: nothing of it runs, as nothing of it should.
+the same shim alone: nothing of it runs, as nothing of it should. Both are the run's own (tests/emulated.py,
+made once per run); the x86-64 laptop is the first of the run's simulated LAN. Under qemu, the one deployment
+(the last test) is the end-to-end path: the other tests run the aarch64 server only to list its devices.
 """
 
 import pytest
@@ -14,33 +16,20 @@ from jobs.engine import verify
 from models_app import deploy
 from models_app.library import ensure_bundled
 from models_app.models import DeploymentStatus
-from nodes import simarm, ssh
+from nodes import ssh
 from nodes.models import ActionKind, ActionStatus, RpcServer, ServerStatus
 from nodes.runtime import find_bundle
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines, engine_ready
 from tests.nodes.laptops import register, run_now
-from tests.services import lan_harness
-
-RISCV_UNAME = '#!/bin/sh\ncase "$1" in -m|-p|-i) echo riscv64 ;; *) exec /usr/bin/uname "$@" ;; esac\n'
-
-
-@pytest.fixture(scope="module")
-def arm_lan():
-    harness = lan_harness("arm", "10.252.0.0/24")
-    harness.up(3)
-    try:
-        simarm.make_arm(harness, 1)
-        simarm.pretend(harness, 3, RISCV_UNAME)
-        yield harness
-    finally:
-        harness.down()
 
 
 @pytest.fixture
-def laptops(arm_lan, transactional_db):
-    lan = arm_lan.status()
-    nodes = [register(lan, laptop) for laptop in lan.laptops]
+def laptops(arm_lan, lan, transactional_db):
+    """The ARM laptop, an x86-64 one and the riscv64 one, registered."""
+    emulated, plain = arm_lan.status(), lan(3)
+    arm, riscv = emulated.laptops
+    nodes = [register(emulated, arm), register(plain, plain.laptops[0]), register(emulated, riscv)]
     yield nodes
     for node in nodes:
         ssh.forget(node.ssh_target())

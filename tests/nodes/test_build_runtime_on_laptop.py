@@ -1,6 +1,9 @@
 """A laptop builds its own ggml-rpc-server from the head's own source: once (a few minutes on one core), then
 never again for the same source and flags; the build lists its devices, speaks the head's protocol, becomes the
-laptop's runtime and serves the head. One full build for the whole file."""
+laptop's runtime and serves the head. One full build for the whole file, in any order: the build and its laptop
+are kept for the whole run (session-scoped), as pytest-django runs a file's database tests before the others, and
+in a run of several files one by one (TEST_WORKERS=0) the two halves of this file are apart, where a module's
+fixtures would be made, and the runtime built, twice."""
 
 import pytest
 from django.test import Client
@@ -15,7 +18,7 @@ FOLDER = "~/.cp-build"  # this file's own install folder: other files' runtimes 
 PORT = 50091
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def laptop(lan):
     the_lan = lan(3)
     laptop = the_lan.laptops[1]
@@ -26,7 +29,7 @@ def laptop(lan):
     ssh.sh(reach, 'rm -rf -- "$1"', ".cp-build")
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def built(laptop):
     """The one cold build, with everything it reported."""
     reports = []
