@@ -48,6 +48,7 @@ def asleep(lan, transactional_db, supervisor, celery_worker):
 @dataclass
 class Streamed:
     headers_s: float = 0.0  # from the request to its response's headers
+    headers_at: float = 0.0  # when they came, by the clock (time.time(): the panel's events use the same)
     comments: list[str] = field(default_factory=list)  # the SSE comments before the first token
     text: str = ""
 
@@ -58,7 +59,7 @@ def streamed(api: openai.OpenAI, model: str, max_tokens: int = 8, messages=ASK) 
     began, got = time.monotonic(), Streamed()
     with api.chat.completions.with_streaming_response.create(model=model, stream=True, max_tokens=max_tokens,
                                                              temperature=0, messages=messages) as response:
-        got.headers_s = time.monotonic() - began
+        got.headers_s, got.headers_at = time.monotonic() - began, time.time()
         for line in response.iter_lines():
             if line.startswith(":") and not got.text:
                 got.comments.append(line)
@@ -91,10 +92,13 @@ def test_an_asleep_model_answers_once_loaded_and_is_unloaded_when_idle(asleep, w
     woken = streamed(api, model.name)
     woke_in, first = time.monotonic() - began, woken.text
     assert first.strip(), "the first request is answered once the model has loaded"
-    # Headers at once: 1 s on a quiet machine (docs/benchmarks.md); the bound leaves room for a busy CI one.
-    assert woken.headers_s < 5 < woke_in, (woken.headers_s, woke_in)
     assert loading_said(woken), woken.comments
     deployment = Deployment.objects.get(model=model, on_call=True)
+    # Headers at once, while the model loads: 1 s on a quiet machine (docs/benchmarks.md). Checked against the
+    # panel's own events, not a number of seconds: a CI machine held busy once took 8 s for them, and a minute
+    # more to load the model.
+    loaded_at = OnCallEvent.objects.get(deployment=deployment, kind=Kind.LOADED).at.timestamp()
+    assert woken.headers_at < loaded_at, (woken.headers_s, woke_in, loaded_at - woken.headers_at)
     assert deployment.status == DeploymentStatus.READY and oncall.state_of(model) == "ready"
     assert set(deployment.stages.values_list("node", flat=True)) == {node.pk}
     kinds = list(OnCallEvent.objects.filter(deployment=deployment).order_by("at", "pk").values_list("kind", flat=True))
