@@ -78,6 +78,7 @@ def test_measure_speed_measures_each_device_and_the_gpus_server_holds_every_laye
     monkeypatch.setattr(speed, "runner", lambda endpoint, tokens: runner(endpoint, MEASURED_TOKENS))
     action = run_now(node, ActionKind.MEASURE_SPEED)
     assert action.status == ActionStatus.SUCCEEDED, action.error
+    assert not action.progress["failed"], action.progress["failed"]  # a device it could not measure, and why
     node.refresh_from_db()
     assert node.speed_gb_s > 0 and node.device_speeds["Vulkan0"] > 0
     assert set(action.progress["devices"]) == {"Vulkan0", "CPU"}
