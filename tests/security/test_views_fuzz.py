@@ -12,6 +12,7 @@ import io
 import json
 import string
 import uuid
+from collections.abc import Iterator
 from urllib.parse import quote_from_bytes
 
 import pytest
@@ -156,10 +157,31 @@ def form_shape(answer) -> None:
 # ---- who asks ----
 
 
+CLIENTS: dict[int | None, Client] = {}  # this test's, by user id (None: no one signed in)
+
+
+@pytest.fixture(autouse=True)
+def clients_of_this_test() -> Iterator[None]:
+    """Each test makes its clients once, for all its examples: a new client loads every middleware again, and
+    WhiteNoise's reads the whole static folder (23 ms a client; the 1,900 made once per example made this file the
+    suite's slowest). A client keeps its cookies from one example to the next, as a browser would."""
+    CLIENTS.clear()
+    yield
+    CLIENTS.clear()
+
+
 def signed_in(user) -> Client:
-    client = Client()
-    client.force_login(user)
-    return client
+    if user.pk not in CLIENTS:
+        CLIENTS[user.pk] = Client()
+        CLIENTS[user.pk].force_login(user)
+    return CLIENTS[user.pk]
+
+
+def anonymous() -> Client:
+    """No one signed in: the API's callers, who bring a token."""
+    if None not in CLIENTS:
+        CLIENTS[None] = Client()
+    return CLIENTS[None]
 
 
 @pytest.fixture
@@ -188,21 +210,21 @@ OPENAI = {**PARAMS, "model": "tiny", "max_completion_tokens": 8, "n": 1, "stream
 @given(body=API_JOB | RAW_BODIES)
 def test_it_answers_post_api_jobs_in_shape(ready, token, body):
     raw = body if isinstance(body, bytes) else encoded(with_ready(body, ready))
-    rest_shape(post_json(Client(), "/api/jobs/", raw, **token))
+    rest_shape(post_json(anonymous(), "/api/jobs/", raw, **token))
 
 
 @EXAMPLES
 @given(path=st.sampled_from(["/api/jobs/", "/api/deployments/", "/api/nodes/"]),
        limit=query_values(), offset=query_values(), everyone=query_values())
 def test_it_answers_api_lists_in_shape(ready, alice, path, limit, offset, everyone):
-    answer = Client().get(f"{path}?{query(limit=limit, offset=offset, all=everyone)}", **bearer(alice))
+    answer = anonymous().get(f"{path}?{query(limit=limit, offset=offset, all=everyone)}", **bearer(alice))
     rest_shape(answer)
 
 
 @EXAMPLES
 @given(pk=PATH_IDS, cancel=st.booleans())
 def test_it_answers_api_job_ids_in_shape(ready, token, pk, cancel):
-    client = Client()
+    client = anonymous()
     answer = client.post(f"/api/jobs/{pk}/cancel/", **token) if cancel else client.get(f"/api/jobs/{pk}/", **token)
     rest_shape(answer)
 
@@ -221,14 +243,14 @@ def no_redis(ready, settings):
 @given(body=body_of({**OPENAI, "messages": HI}) | RAW_BODIES)
 def test_it_answers_chat_completions_in_shape(no_redis, token, body):
     raw = body if isinstance(body, bytes) else encoded(body)
-    openai_shape(post_json(Client(), "/v1/chat/completions", raw, **token))
+    openai_shape(post_json(anonymous(), "/v1/chat/completions", raw, **token))
 
 
 @EXAMPLES
 @given(body=body_of({**OPENAI, "prompt": "Once"}) | RAW_BODIES)
 def test_it_answers_completions_in_shape(no_redis, token, body):
     raw = body if isinstance(body, bytes) else encoded(body)
-    openai_shape(post_json(Client(), "/v1/completions", raw, **token))
+    openai_shape(post_json(anonymous(), "/v1/completions", raw, **token))
 
 
 # ---- the chat page ----
