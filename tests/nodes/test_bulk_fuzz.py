@@ -3,16 +3,17 @@ admin: whatever comes, no 5xx; the API answers 4xx in its documented shape, the 
 redirects. The generators are the security suite's (tests/security/test_views_fuzz.py)."""
 
 import pytest
-from django.test import Client
 from hypothesis import given, settings
 
 from nodes.models import Node
 from tests.jobs.conftest import bearer
 from tests.rows import HOST_KEY
-from tests.security.test_views_fuzz import (
+from tests.security.test_views_fuzz import (  # noqa: F401 (clients_of_this_test: a fixture)
     EXAMPLES,
     RAW_BODIES,
+    anonymous,
     body_of,
+    clients_of_this_test,
     encoded,
     form_shape,
     form_values,
@@ -39,13 +40,13 @@ def laptops(db) -> None:
 @given(body=body_of({"action": "probe", "nodes": ["lab-1", "lab-2"], "wipe": False}) | RAW_BODIES)
 def test_it_answers_post_api_nodes_actions_in_shape(laptops, alice, body):
     raw = body if isinstance(body, bytes) else encoded(body)
-    rest_shape(post_json(Client(), "/api/nodes/actions/", raw, **bearer(alice)))
+    rest_shape(post_json(anonymous(), "/api/nodes/actions/", raw, **bearer(alice)))
 
 
 @FEW
 @given(ids=query_values())
 def test_it_answers_a_selection_s_ids_in_shape(alice, ids):
-    rest_shape(Client().get(f"/api/nodes/actions/?{query(ids=ids)}", **bearer(alice)))
+    rest_shape(anonymous().get(f"/api/nodes/actions/?{query(ids=ids)}", **bearer(alice)))
 
 
 @FEW

@@ -2,15 +2,16 @@
 page and in /api/ — as a lab admin: no view answers 5xx; the API refuses in its shape, a form shows itself
 again with the error or redirects. The values and the checks are those of tests/security/test_views_fuzz.py."""
 
-from django.test import Client
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.jobs.conftest import bearer
-from tests.security.test_views_fuzz import (
+from tests.security.test_views_fuzz import (  # noqa: F401 (clients_of_this_test: a fixture)
     EXAMPLES,
     RAW_BODIES,
+    anonymous,
     body_of,
+    clients_of_this_test,
     encoded,
     form_shape,
     form_values,
@@ -29,7 +30,7 @@ FEWER = settings(EXAMPLES, max_examples=40)  # small checks, each value one at a
 @given(body=body_of(LIMITS) | RAW_BODIES, where=st.sampled_from(["defaults", "users/bob", "users/%00", "tokens/1"]))
 def test_it_answers_the_limits_api_in_shape(alice, bob, body, where):
     raw = body if isinstance(body, bytes) else encoded(body)
-    rest_shape(Client().patch(f"/api/limits/{where}/", raw, content_type="application/json", **bearer(alice)))
+    rest_shape(anonymous().patch(f"/api/limits/{where}/", raw, content_type="application/json", **bearer(alice)))
 
 
 @FEWER
@@ -47,4 +48,4 @@ def test_it_answers_usage_in_shape(alice, since, until, user, everyone, form, pa
     if page:
         form_shape(signed_in(alice).get(f"/usage/?{asked}"))
     else:
-        rest_shape(Client().get(f"/api/usage/?{asked}", **bearer(alice)))
+        rest_shape(anonymous().get(f"/api/usage/?{asked}", **bearer(alice)))

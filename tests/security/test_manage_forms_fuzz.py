@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from jobs.models import Conversation
 from nodes.models import Node
-from tests.security.test_views_fuzz import (
+from tests.security.test_views_fuzz import (  # noqa: F401 (clients_of_this_test: a fixture)
     EXAMPLES,
     PATH_IDS,
     TEXTS,

@@ -157,31 +157,40 @@ def form_shape(answer) -> None:
 # ---- who asks ----
 
 
-CLIENTS: dict[int | None, Client] = {}  # this test's, by user id (None: no one signed in)
+CLIENTS: dict[int | None, Client] | None = None  # the running test's, by user id (None: no one signed in)
 
 
 @pytest.fixture(autouse=True)
 def clients_of_this_test() -> Iterator[None]:
     """Each test makes its clients once, for all its examples: a new client loads every middleware again, and
     WhiteNoise's reads the whole static folder (23 ms a client; the 1,900 made once per example made this file the
-    suite's slowest). A client keeps its cookies from one example to the next, as a browser would."""
-    CLIENTS.clear()
+    suite's slowest). A client keeps its cookies from one example to the next, as a browser would. A file that
+    imports `signed_in` imports this fixture with it; without it, each call makes a new client."""
+    global CLIENTS
+    CLIENTS = {}
     yield
-    CLIENTS.clear()
+    CLIENTS = None
+
+
+def client_of(user) -> Client:
+    if CLIENTS is None:
+        made = Client()
+    elif (user.pk if user else None) in CLIENTS:
+        return CLIENTS[user.pk if user else None]
+    else:
+        made = CLIENTS[user.pk if user else None] = Client()
+    if user:
+        made.force_login(user)
+    return made
 
 
 def signed_in(user) -> Client:
-    if user.pk not in CLIENTS:
-        CLIENTS[user.pk] = Client()
-        CLIENTS[user.pk].force_login(user)
-    return CLIENTS[user.pk]
+    return client_of(user)
 
 
 def anonymous() -> Client:
     """No one signed in: the API's callers, who bring a token."""
-    if None not in CLIENTS:
-        CLIENTS[None] = Client()
-    return CLIENTS[None]
+    return client_of(None)
 
 
 @pytest.fixture

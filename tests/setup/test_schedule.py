@@ -1,10 +1,10 @@
 """`make test`'s workers take the longest test files first (tests/schedule.py), so none runs alone at the end."""
 
 import json
-from collections import defaultdict
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 from types import SimpleNamespace
 
