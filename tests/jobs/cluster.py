@@ -49,7 +49,7 @@ def listen(job: Job, user, until_done: float = 120.0, on_event=None) -> list[dic
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=30)
         assert connected
         events = []
         while not events or events[-1].get("event") != "done":

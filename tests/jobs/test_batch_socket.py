@@ -25,7 +25,7 @@ def test_it_sends_the_counts_on_connect_and_after_each_change(batch, bob):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/batches/{batch.pk}/", headers=headers)
-        assert (await comm.connect())[0]
+        assert (await comm.connect(timeout=30))[0]
         first = await comm.receive_json_from(timeout=10)
         job = await batch.items.afirst()
         await batch.items.filter(pk=job.pk).aupdate(status=JobStatus.SUCCEEDED)
@@ -45,7 +45,7 @@ def test_someone_elses_batch_is_refused(batch):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/batches/{batch.pk}/", headers=headers)
-        connected, code = await comm.connect()
+        connected, code = await comm.connect(timeout=30)
         # Ended here, not by asyncio.run's clean-up, which once hung for ten minutes cancelling the consumer's
         # read of the channel layer (a parallel run, tests/jobs/test_batch_socket.py).
         await comm.disconnect()

@@ -46,7 +46,7 @@ def listen_together(jobs: list[Job], user) -> dict[int, list[dict]]:
 
     async def one(job: Job) -> list[dict]:
         comm = WebsocketCommunicator(application, f"/ws/jobs/{job.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=30)
         assert connected
         events = []
         while not events or events[-1].get("event") != "done":

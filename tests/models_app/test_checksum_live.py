@@ -25,7 +25,7 @@ def test_an_admin_sees_the_checksum_move_and_end(alice, hashing):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/models/{hashing.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=30)
         assert connected
         now = await comm.receive_json_from(timeout=5)
         await sync_to_async(report)(hashing, progress=0.5)
@@ -47,7 +47,7 @@ def test_a_plain_user_is_turned_away(bob, hashing):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/models/{hashing.pk}/", headers=headers)
-        connected, code = await comm.connect()
+        connected, code = await comm.connect(timeout=30)
         # Ended here, not by asyncio.run's clean-up, which once hung for ten minutes cancelling the consumer's
         # read of the channel layer (a parallel run, tests/jobs/test_batch_socket.py).
         await comm.disconnect()

@@ -27,7 +27,7 @@ def test_a_failed_server_shows_on_its_deployments_page(alice):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/deployments/{deployment.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=30)
         assert connected
         assert (await comm.receive_json_from(timeout=5))["type"] == "status"  # catching up
         await sync_to_async(Supervisor.update)(loose, status=ServerStatus.FAILED)  # not this deployment's

@@ -31,7 +31,7 @@ def test_it_streams_an_actions_progress_to_an_admins_page(alice, node):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/nodes/{node.pk}/", headers=headers)
-        connected, _ = await comm.connect()
+        connected, _ = await comm.connect(timeout=30)
         assert connected
         action = await sync_to_async(NodeAction.objects.create)(node=node, kind=ActionKind.INSTALL_RUNTIME)
         await sync_to_async(action.report)("Copying", bytes_done=10, bytes_total=100, mb_per_s=1.5, eta_s=60)
@@ -51,7 +51,7 @@ def test_it_turns_away_anyone_but_a_lab_admin(who, bob, node):
 
     async def scenario():
         comm = WebsocketCommunicator(application, f"/ws/nodes/{node.pk}/", headers=headers)
-        connected, code = await comm.connect()
+        connected, code = await comm.connect(timeout=30)
         await comm.disconnect()
         return connected, code
 
