@@ -22,12 +22,14 @@ KINDS = [  # first match wins: (kind, words any of which is in the command line)
     ("rpc-servers (laptops)", ("ggml-rpc-server",)),
     ("qemu (ARM laptop)", ("qemu-",)),
     ("sshd and laptop shells", ("sshd", "sh -c", "bash -c", "/bin/sh")),
+    ("kernel threads", ("[kworker", "[ksoftirqd", "[rcu", "[migration", "[kthreadd")),
     ("redis", ("redis-server",)),
+    ("one-shot model runs (deploy checks, speed tests)", ("jobs.engine.oneshot",)),
     ("celery workers and engines", ("celery",)),
     ("supervisors", ("supervise",)),
     ("metrics collectors", ("manage.py metrics",)),
     ("web servers", ("webserver", "daphne", "runpanel", "runserver")),
-    ("pytest workers", ("pytest", "execnet", "xdist")),
+    ("pytest workers", ("pytest", "execnet", "xdist", "exec(eval(sys.stdin.readline()))")),
     ("builds", ("cc1", "cmake", "make", "ld", "glslc", "ninja")),
 ]
 
@@ -39,15 +41,17 @@ def kind_of(cmdline: str) -> str:
     return "other: " + (cmdline.split(" ")[0].rsplit("/", 1)[-1][:30] or "?")
 
 
-def cpu_of(pid: str) -> tuple[float, str] | None:
+def cpu_of(pid: str) -> tuple[str, float, str] | None:
+    """The process's identity (its id and start time: ids are reused), CPU seconds so far, command line."""
     try:
         with open(f"/proc/{pid}/stat") as stat:
-            fields = stat.read().rsplit(")", 1)[1].split()
+            name, fields = stat.read().split("(", 1)[1].rsplit(")", 1)
         with open(f"/proc/{pid}/cmdline", "rb") as raw:
             cmdline = raw.read().replace(b"\0", b" ").decode(errors="replace").strip()
     except OSError:
         return None
-    return (int(fields[11]) + int(fields[12])) / TICK, cmdline or fields[0]
+    fields = fields.split()  # from the state on: utime is the 12th, stime the 13th, starttime the 20th
+    return f"{pid}@{fields[19]}", (int(fields[11]) + int(fields[12])) / TICK, cmdline or f"[{name}]"
 
 
 def machine_busy() -> float:
@@ -62,7 +66,7 @@ def watch(command: list[str], out: str) -> int:
     for pid in filter(str.isdigit, os.listdir("/proc")):  # what ran before us counts from now on
         now = cpu_of(pid)
         if now:
-            seen[pid] = (now[0], kind_of(now[1]))
+            seen[now[0]] = (now[1], kind_of(now[2]))
     began, busy_before = time.monotonic(), machine_busy()
     child = subprocess.Popen(command)
     while child.poll() is None:
@@ -70,10 +74,10 @@ def watch(command: list[str], out: str) -> int:
             now = cpu_of(pid)
             if now is None:
                 continue
-            cpu, cmdline = now
-            before, kind = seen.get(pid, (0.0, kind_of(cmdline)))  # new: all it used is ours
+            identity, cpu, cmdline = now
+            before, kind = seen.get(identity, (0.0, kind_of(cmdline)))  # new: all it used is ours
             by_kind[kind] += cpu - before
-            seen[pid] = (cpu, kind)
+            seen[identity] = (cpu, kind)
         time.sleep(1)
     report = {"wall_s": time.monotonic() - began, "busy_s": machine_busy() - busy_before,
               "kinds": dict(by_kind.most_common()), "rc": child.returncode}
