@@ -27,6 +27,7 @@ from tests.jobs.cluster import chat
 from tests.jobs.test_batch_survives_engine_restart import upload as upload_lines
 
 SLOTS = 4
+STOPPED_OR_ENDED = (JobStatus.FAILED, JobStatus.SUCCEEDED, JobStatus.CANCELLED)
 LINES = 24
 ITEM_TOKENS = 64
 
@@ -54,10 +55,16 @@ def test_it_fails_every_sequence_naming_the_dead_laptop_and_retries_each_once(
     wait_until(lambda: all_streaming(jobs, 5), 120, "four chats streaming at once")
     victim = cluster.stages.select_related("node", "server").get(position=1)
     ssh.run(victim.node.ssh_target(), ["kill", "-9", str(victim.server.pid)])
+    at_kill = {job.pk: tokens_out(job.pk) for job in jobs}
 
     ids = [job.pk for job in jobs]
-    wait_until(lambda: Job.objects.filter(pk__in=ids, status=JobStatus.FAILED).count() == SLOTS, 90,
-               "all four to fail")
+    try:
+        wait_until(lambda: Job.objects.filter(pk__in=ids, status__in=STOPPED_OR_ENDED).count() == SLOTS, 180,
+                   "all four to end")
+    finally:  # where each stood, said either way: tokens out at the kill, and its row now
+        ended = {job.pk: (job.status, job.attempts, job.completion_tokens, job.error[:100])
+                 for job in Job.objects.filter(pk__in=ids)}
+    assert all(status == JobStatus.FAILED for status, *_ in ended.values()), (at_kill, ended)
     for job in Job.objects.filter(pk__in=ids):
         assert victim.node.name in job.error and "killed (signal 9)" in job.error, job.error
     wait_until(lambda: Job.objects.filter(retry_of__in=ids).count() == SLOTS, 120, "a retry of each")
