@@ -274,6 +274,8 @@ class Answer:
                         if text:
                             sent.append(text)
                             yield data(self.shapes.chunk(text))
+                    elif event["event"] == "restart":  # run again from its start: held against what was sent
+                        caught = Caught("".join(sent))
                     elif event["event"] == "done":
                         break
                 await events.aclose()
@@ -284,6 +286,7 @@ class Answer:
                     if followed[-1]:
                         continue  # the retry's events, from where the client's text ends
                 if text_parted(event, caught):
+                    await sync_to_async(queueing.part)(self.job.pk, "".join(sent), PARTED)
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
                     return
@@ -369,9 +372,9 @@ def text_parted(event: dict, caught: Caught) -> bool:
     return bool(caught.sent) and event.get("status") == JobStatus.SUCCEEDED and not output.startswith(caught.sent)
 
 
-PARTED = ("A laptop failed in the middle of this answer and its retry said something else than what was already "
-          "sent (a sampled answer is not given twice), so the answer stops here. Send the request again, or send "
-          "it with temperature 0 or a seed to be given the rest.")
+PARTED = ("A laptop or the engine failed in the middle of this answer and its retry said something else than what "
+          "was already sent (a sampled answer is not given twice), so the answer stops here. Send the request "
+          "again, or send it with temperature 0 or a seed to be given the rest.")
 
 
 def standing_now(job_id: int) -> tuple[str | None, bool]:

@@ -15,7 +15,7 @@ log = logging.getLogger(__name__)
 
 class JobConsumer(PanelConsumer):
     """A job's tokens and status, for its owner or a lab admin. A socket opened mid-stream first gets
-    what was already generated, then the rest; each token once, in order (by sequence number)."""
+    what was already generated, then the rest; each token once, in order (by attempt and sequence number)."""
 
     async def connect(self) -> None:
         user = self.scope["user"]
@@ -24,7 +24,7 @@ class JobConsumer(PanelConsumer):
         if not user.is_authenticated or job is None or not (job.user_id == user.pk or user.is_lab_admin):
             await self.close(code=4403)
             return
-        self.group, self.last_seq = stream.group(self.job_id), 0
+        self.group, self.order = stream.group(self.job_id), stream.Order()
         # Listening before reading what was kept: nothing falls between the two.
         await self.channel_layer.group_add(self.group, self.channel_name)
         self.live = await stream.Subscription(self.job_id).open()
@@ -82,12 +82,10 @@ class JobConsumer(PanelConsumer):
             log.debug("job %s: could not stop listening cleanly: %s", self.job_id, exc)
 
     async def relay(self, event: dict) -> None:
-        seq = event.get("seq")
-        if seq is not None:
-            if seq <= self.last_seq:
-                return
-            self.last_seq = seq
-        await self.send_json(event)
+        """Each event once and in order; a job run again after its engine died, from its `restart` on: the page
+        starts the answer again rather than append one attempt's text to another's."""
+        for passed in self.order.accept(event):
+            await self.send_json(passed)
 
     async def job_event(self, message: dict) -> None:
         await self.relay(message["payload"])

@@ -99,7 +99,7 @@ def start(job: Job, engine: Engine) -> Work:
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
     out = State.out
-    out.start(job.pk)
+    out.start(job.pk, job.attempts)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
     if asked_before_listening(job):
         State.cancels.asked.add(job.pk)

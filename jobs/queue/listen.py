@@ -2,7 +2,8 @@
 
 Like jobs/chat/consumers.py for sockets: join the job's group first, then read what
 was kept, so nothing falls between the two; then take live events, each once,
-by sequence number, until the job is done.
+by sequence number, until the job is done. A job run again after its engine died starts again with a
+`restart` event (stream.Order): its listener compares the new text with what it already gave.
 
 Redis may go away under a listener (a restart, a crash). The listener then keeps
 asking the database, which outlives Redis, whether the job ended, and listens
@@ -39,7 +40,7 @@ class StreamLost(RuntimeError):
 
 class JobEvents:
     def __init__(self, job_id: int) -> None:
-        self.job_id, self.last_seq, self.gap = job_id, 0, False
+        self.job_id, self.order = job_id, stream.Order()
         self.layer, self.channel, self.pending, self.pending_live = get_channel_layer(), "", None, None
         self.subscription: stream.Subscription | None = None
 
@@ -67,8 +68,8 @@ class JobEvents:
     async def events(self) -> AsyncIterator[dict]:
         """Every event once and in order, ending with "done"."""
         for event in await sync_to_async(stream.kept)(self.job_id):
-            if self.fresh(event):
-                yield event
+            for passed in self.fresh(event):
+                yield passed
             if event.get("event") == "done":
                 return
         while True:
@@ -78,20 +79,16 @@ class JobEvents:
                 LISTENING.failed(exc)
                 found = await self.listen_again()
             for event in found:
-                if event is not None and self.fresh(event):
-                    yield event
+                for passed in self.fresh(event) if event is not None else []:
+                    yield passed
                 if event is not None and event.get("event") == "done":
                     return
 
-    def fresh(self, event: dict) -> bool:
-        seq = event.get("seq")
-        if seq is None:
-            return True
-        if seq <= self.last_seq:
-            return False
-        self.gap = self.gap or seq > self.last_seq + 1
-        self.last_seq = seq
-        return not (self.gap and event.get("event") == "token")
+    def fresh(self, event: dict) -> list[dict]:
+        """What to pass on: each event once, in order, a later attempt's after a `restart` (stream.Order); from
+        a hole in this attempt's numbers on, no token: the rest comes whole with "done"."""
+        return [passed for passed in self.order.accept(event)
+                if not (self.order.gap and passed.get("event") == "token")]
 
     async def live(self) -> dict | None:
         """The next event, from the engine (Redis) or from the group, or None after a quiet spell. One receive

@@ -16,6 +16,7 @@ job is never interrupted; an engine with free slots keeps one for people
 (`claim_next(batch_allowed=False)`), so a chat need not wait for a batch item.
 """
 
+import logging
 from datetime import timedelta
 
 from django.db import transaction
@@ -30,6 +31,8 @@ from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally, Usage
 from jobs.queue import admission, stream
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import NodeStatus
+
+log = logging.getLogger(__name__)
 
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
 GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
@@ -338,6 +341,24 @@ def settle(job: Job, still: dict, **fields) -> bool:
         job.refresh_from_db()
         tally(job, tokens, job.seconds_to(job.finished, job.first_token))
     ended(job)
+    return True
+
+
+def part(job_id: int, told: str, why: str) -> bool:
+    """A stream had sent `told` when the job's retry said something else: the job ends FAILED with what its
+    client was told and why it stopped, so its row and the client agree, and its engine stops the retry (which
+    then writes nothing: the row no longer holds that attempt). Whether it was ended here."""
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or job.is_finished:
+        return False
+    was = job.status
+    if not settle(job, {"status": was, "attempts": job.attempts}, status=JobStatus.FAILED, output=told, error=why):
+        return False
+    if was == JobStatus.RUNNING:
+        try:
+            stream.ask_to_cancel(job.pk, cancel_key(job.pk))
+        except (RedisError, OSError) as exc:  # the retry runs to its end, and writes nothing
+            log.warning("job %s: could not stop its retry: %s", job.pk, exc)
     return True
 
 

@@ -1,10 +1,12 @@
 """A job's events on their way to listeners: kept in a Redis list for late joiners and published on the
 job's Redis channel, in one write per event.
 
-The engine's events (tokens, status, done) have sequence numbers. A listener
+The engine's events (tokens, status, done) have sequence numbers, and the job's attempt: a job its engine dropped
+when it died runs again from its first token (queueing.requeue), numbered from 1 again. A listener
 subscribes first, then reads what is kept, then takes live events with a higher
 number only (jobs/chat/consumers.py, jobs/queue/listen.py), so it sees every token once and in
-order. Events from elsewhere (queue places, a cancel while queued, a retry) go
+order; a later attempt's first event comes to it after a `restart` event (`Order`), so that no listener
+appends one attempt's text to another's. Events from elsewhere (queue places, a cancel while queued, a retry) go
 through the channel layer group `job_<id>` and carry no number. Tokens take Redis
 pub/sub rather than the channel layer: it costs the web server a fraction of the CPU
 per token, and on a small head that CPU is what a stream is slowed by
@@ -70,6 +72,37 @@ def announce_done(job) -> None:
     broadcast(group(job.pk), "job.event", {"event": "done", **job.summary()})
 
 
+class Order:
+    """One listener's view of a job's numbered events: each once and in order. A later attempt's events (the
+    job requeued after its engine died) are numbered from 1 again and follow a `restart` event, which says that
+    the text starts again; an ended attempt's late events are dropped. `gap`: a number was skipped in this
+    attempt (events sent while nobody could hear them)."""
+
+    def __init__(self) -> None:
+        self.attempt: int | None = None
+        self.last_seq, self.gap = 0, False
+
+    def accept(self, event: dict) -> list[dict]:
+        """What to pass on for `event`: nothing (seen already, or an ended attempt's), it, or `restart` and it."""
+        seq = event.get("seq")
+        if seq is None:
+            return [event]
+        attempt = event.get("attempt", 1)
+        if self.attempt is None:
+            self.attempt = attempt
+        if attempt < self.attempt:
+            return []
+        passed = []
+        if attempt > self.attempt:
+            passed.append({"event": "restart", "attempt": attempt})
+            self.attempt, self.last_seq, self.gap = attempt, 0, False
+        if seq <= self.last_seq:
+            return passed
+        self.gap = self.gap or seq > self.last_seq + 1
+        self.last_seq = seq
+        return [*passed, event]
+
+
 def kept(job_id: int) -> list[dict]:
     """Everything sent for this job so far, oldest first."""
     return [json.loads(raw) for raw in store().lrange(key(job_id), 0, -1)]
@@ -104,6 +137,7 @@ class JobStream:
         self.redis = store()
         self.hold_s = (settings.STREAM_HOLD_MS if hold_ms is None else hold_ms) / 1000
         self.seq: dict[int, int] = {}
+        self.attempt: dict[int, int] = {}
         self.held: dict[int, list[str]] = {}  # job → its events not sent yet, in order
         self.written: dict[int, list[str]] = {}  # job → its events sent so far, for rewriting its stream
         self.rewrite: set[int] = set()  # jobs whose stream in Redis is written anew with their next send
@@ -114,8 +148,9 @@ class JobStream:
         self._retry_at = self._connecting_since = 0.0
         self.outage = Outage(log, "sending job events to Redis (they are held and sent once it answers)")
 
-    def start(self, job_id: int) -> None:
+    def start(self, job_id: int, attempt: int = 1) -> None:
         self.seq[job_id], self.sent_at[job_id], self.written[job_id] = 0, 0.0, []
+        self.attempt[job_id] = attempt
         self.held.pop(job_id, None)
         self.rewrite.add(job_id)  # an earlier attempt's events are not this attempt's
 
@@ -132,14 +167,15 @@ class JobStream:
 
     def forget(self, job_id: int) -> None:
         """The job ended and everything of it was sent: its counters go (an engine runs jobs for weeks)."""
-        for kept_by_job in (self.seq, self.held, self.written, self.sent_at):
+        for kept_by_job in (self.seq, self.attempt, self.held, self.written, self.sent_at):
             kept_by_job.pop(job_id, None)
         self.due.discard(job_id)
         self.rewrite.discard(job_id)
 
     def _hold(self, job_id: int, kind: str, payload: dict) -> None:
         self.seq[job_id] = seq = self.seq.get(job_id, 0) + 1
-        self.held.setdefault(job_id, []).append(json.dumps({"seq": seq, "event": kind, **payload}))
+        self.held.setdefault(job_id, []).append(json.dumps({"seq": seq, "attempt": self.attempt.get(job_id, 1),
+                                                            "event": kind, **payload}))
 
     def send_due(self) -> None:
         due, self.due = self.due, set()

@@ -59,14 +59,32 @@ function follow(job, li) {
   const answer = li.querySelector(".answer");
   const meta = li.querySelector(".meta");
   answer.classList.add("streaming");
-  let lastSeq = 0, tokens = 0, firstAt = null, done = false, delay = 500;
+  let attempt = null, lastSeq = 0, tokens = 0, firstAt = null, done = false, delay = 500;
   answer.textContent = "";
+  // The job run again after its engine stopped: its events number from 1 again, and its answer starts over
+  // (the socket says "restart"; a socket reopened since sees only the new attempt's numbers).
+  const startAgain = (its) => {
+    attempt = its;
+    lastSeq = 0;
+    tokens = 0;
+    firstAt = null;
+    answer.textContent = "";
+    meta.textContent = "Its engine stopped; the answer starts again…";
+  };
   const open = () => {
     const socket = new WebSocket(`${scheme}://${location.host}/ws/jobs/${job}/`);
     socket.onopen = () => { delay = 500; };
     socket.onmessage = (message) => {
       const event = JSON.parse(message.data);
+      if (event.event === "restart") {
+        if (attempt === null || event.attempt > attempt) startAgain(event.attempt);
+        return;
+      }
       if (event.seq !== undefined) {
+        const its = event.attempt || 1;
+        if (attempt !== null && its < attempt) return;
+        if (attempt !== null && its > attempt) startAgain(its);
+        attempt = its;
         if (event.seq <= lastSeq) return;
         lastSeq = event.seq;
       }
