@@ -14,8 +14,10 @@ def standing(job_id: int) -> str | None:
         return None
     engine = job.deployment.engine or {}
     place = queueing.position(job)
+    if place == 0:  # claimed since it was read: it runs (CI once told a starting job "next in line")
+        return None
     free = max(number(engine.get("slots")) - number(engine.get("busy")), 0) if taking(job.deployment, engine) else 0
-    if 0 < place <= free:
+    if place <= free:
         return None
     ahead = f"{place - 1} ahead of it" if place > 1 else "next in line"
     words = engine_words(job.deployment, engine)

@@ -115,3 +115,20 @@ def test_it_tells_the_jobs_a_new_chat_goes_ahead_of_their_new_places(ready, bob,
     told = {job_id: async_to_sync(asyncio.wait_for)(layer.receive(listener), 10)["payload"]
             for job_id, listener in listeners.items()}
     assert told == {bobs[1]: {"event": "queue", "position": 2}, bobs[2]: {"event": "queue", "position": 3}}
+
+
+def test_a_job_its_engine_claims_while_its_place_is_read_is_not_told_it_waits(make, ready, bob, monkeypatch):
+    from jobs.queue import standing as standing_module
+
+    ready.engine = {"state": "ready", "slots": 1, "busy": 1}
+    ready.save(update_fields=["engine"])
+    job = make(bob)
+    assert standing_module.standing(job.pk).startswith("queued, next in line"), "a full engine: it waits"
+    counted = queueing.position
+
+    def claimed_meanwhile(read: Job) -> int:  # the engine takes it between the job's read and its place's
+        Job.objects.filter(pk=read.pk).update(status=JobStatus.RUNNING)
+        return counted(read)
+
+    monkeypatch.setattr(standing_module.queueing, "position", claimed_meanwhile)
+    assert standing_module.standing(job.pk) is None, "it runs: a streamed request answers at its first token"
