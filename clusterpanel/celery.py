@@ -5,14 +5,14 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from clusterpanel import broker_faults
+from clusterpanel import worker_faults
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
 app = Celery("clusterpanel")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-broker_faults.install()
+worker_faults.install()
 
 
 def ping(destination: list[str] | None = None, timeout: float = 1.0, on: Celery = app) -> list[dict]:

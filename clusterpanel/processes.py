@@ -47,7 +47,7 @@ def end_children(grace: float = 10.0, rounds: int = 5) -> int:
     """Terminate, then kill, every child still running, and the orphans each death hands to us.
 
     Returns how many there were. Children that lead their own process group
-    (honcho starts each program so) are signalled as a group.
+    (make run starts each program so, clusterpanel/keeper.py) are signalled as a group.
     """
     ended = 0
     for _ in range(rounds):

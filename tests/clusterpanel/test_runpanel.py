@@ -23,15 +23,21 @@ from tests.services import slotted
 def children_of(pid: int) -> set[int]:
     found, todo = set(), [pid]
     while todo:
-        parent = todo.pop()
-        for proc in Path("/proc").iterdir():
-            if proc.name.isdigit():
-                try:
-                    if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == parent:
-                        found.add(int(proc.name))
-                        todo.append(int(proc.name))
-                except (FileNotFoundError, ProcessLookupError, IndexError):
-                    pass
+        for child in direct_children(todo.pop()):
+            found.add(child)
+            todo.append(child)
+    return found
+
+
+def direct_children(pid: int) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        if proc.name.isdigit():
+            try:
+                if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    found.append(int(proc.name))
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                pass
     return found
 
 
@@ -106,7 +112,17 @@ def test_it_starts_everything_and_ctrl_c_leaves_nothing_behind(tmp_path):
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as page:
             assert page.status == 200
         processes = children_of(panel.pid)
-        assert len(processes) >= 4, "honcho, redis, web and worker"
+        assert len(processes) >= 4, "redis, web and worker, and the workers' pool"
+
+        # A crashed process is started again, and the rest of the panel goes on (honcho stopped them all).
+        worker = next(pid for pid in direct_children(panel.pid)
+                      if b"worker" in Path(f"/proc/{pid}/cmdline").read_bytes())
+        os.kill(worker, signal.SIGKILL)
+        restarted = read_until(panel, r"worker\.1 stopped \(killed by SIGKILL\)[^\n]*\n(.*\n)*.*worker\.1.*ready")
+        assert re.search(r"worker\.1 stopped \(killed by SIGKILL\) after \d+ s; starting it again in 1 s", restarted)
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/login/", timeout=10) as page:
+            assert page.status == 200
+        processes |= children_of(panel.pid)
     finally:
         stop_panel(panel)
     assert not still_running(processes, within=10)
@@ -121,10 +137,26 @@ def test_it_shows_the_admin_password_only_the_first_time(tmp_path):
         try:
             banner = read_until(panel, r"Press Ctrl-C")
         finally:
-            stop_panel(panel)  # early, while honcho may still be starting its processes
+            stop_panel(panel)  # early, while its processes may still be starting
         assert ("first-admin-pass" in banner) is expect_password
         redis_port = int(re.search(r"Redis: redis://127\.0\.0\.1:(\d+)", banner).group(1))
         assert port_is_free(redis_port), "Ctrl-C during start-up leaves no Redis behind"
+
+
+def test_a_stop_in_the_first_seconds_of_its_start_up_leaves_nothing_behind(tmp_path):
+    """Whatever it is doing then (Django's checks, migrations, the CPU check, starting Redis): a service
+    manager's SIGTERM ends it within seconds, every process it started with it."""
+    panel = start_panel(tmp_path, free_port())
+    seen: set[int] = set()
+    deadline = time.monotonic() + 1.5
+    while time.monotonic() < deadline:
+        seen |= children_of(panel.pid)
+        time.sleep(0.05)
+    os.killpg(panel.pid, signal.SIGTERM)
+    panel.wait(timeout=30)
+    output = output_of(panel)
+    assert "Traceback" not in output, output
+    assert not still_running(seen, within=5), output
 
 
 def test_it_refuses_a_web_port_already_taken(tmp_path):

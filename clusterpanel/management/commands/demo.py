@@ -30,7 +30,7 @@ class Command(BaseCommand):
             split = ", ".join(f"{s.node.name} ({s.layer_count} layers)" for s in deployment.stages.order_by("position"))
             self.stdout.write(self.style.SUCCESS(f"Demo ready: {deployment.model.name} across {split} — open the "
                                                  "Chat page."))
-        except Exception as exc:  # the panel goes on without its demo; say why, and stay up (honcho)
+        except Exception as exc:  # the panel goes on without its demo; say why, and stay up (else restarted)
             self.stderr.write(f"The demo could not start: {exc}. The panel works without it.")
         stopping.wait()
         self.stdout.write("Demo: removing the simulated laptops…")

@@ -1,12 +1,9 @@
-"""Set up and start the whole panel in the foreground under honcho."""
+"""Set up and start the whole panel in the foreground, its processes kept running (clusterpanel/keeper.py)."""
 
 import os
 import shlex
 import signal
-import subprocess
 import sys
-import time
-from pathlib import Path
 
 import redis
 from django.conf import settings
@@ -15,12 +12,17 @@ from django.core.management.base import BaseCommand, CommandError
 
 from clusterpanel import processes
 from clusterpanel.accounts import ensure_first_admin
+from clusterpanel.keeper import Keeper
 from clusterpanel.redis_server import choose_port, port_is_free, redis_command
 from models_app.library import ensure_bundled
 
-STOP_GRACE_S = 10
+
+class Interrupted(Exception):
+    """A stop asked for before the panel's processes started."""
 
 
+def interrupted(signum, frame):
+    raise Interrupted
 class Command(BaseCommand):
     help = "Migrate, create the first admin, then run Redis, workers and the web server."
 
@@ -33,6 +35,21 @@ class Command(BaseCommand):
         # Line by line also when the terminal is a pipe (`make run | tee`, a service manager): the address and
         # the first password must show while the panel runs, not when it stops.
         sys.stdout.reconfigure(line_buffering=True)
+        # Whatever a process leaves behind (a check's child, a pool's workers) becomes ours to end.
+        processes.become_subreaper()
+        previous = {signum: signal.signal(signum, interrupted) for signum in (signal.SIGINT, signal.SIGTERM)}
+        try:
+            self.start(host, port, workers)
+        except Interrupted:
+            self.stdout.write("Stopped before the panel started.")
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+            leftovers = processes.end_children()
+            if leftovers:
+                self.stdout.write(f"Stopped {leftovers} process(es) left behind.")
+
+    def start(self, host: str, port: int, workers: int) -> None:
         if not port_is_free(port, host):
             raise CommandError(
                 f"Port {port} on {host} is already in use (is the panel already running?). "
@@ -43,21 +60,22 @@ class Command(BaseCommand):
         call_command("collectstatic", interactive=False, verbosity=0)
         ensure_bundled()
         self.check_cpu()
-        processes, redis_url = self.processes(host, port, workers)
-        self.announce(host, port, redis_url)
-        procfile = settings.RUN_DIR / "Procfile"
-        procfile.write_text("".join(f"{name}: {cmd}\n" for name, cmd in processes.items()))
+        commands, redis_url = self.processes(host, port, workers)
+        # Unbuffered: each process writes through a pipe, where Python would hold lines such as the demo's
+        # "Demo ready" until the process ends.
+        env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR), "PYTHONUNBUFFERED": "1"}
+        keeper = Keeper(commands, env, str(settings.BASE_DIR), sys.stdout)
+        for signum in (signal.SIGINT, signal.SIGTERM):  # from here on a stop ends what has started, in order
+            signal.signal(signum, keeper.stop)
         try:
-            code = self.run_honcho(procfile, redis_url)
+            self.announce(host, port, redis_url)
+            keeper.run()
         finally:
-            for leftover in (procfile, settings.RUN_DIR / "redis.url"):
-                leftover.unlink(missing_ok=True)
-            if "demo" in processes:
+            (settings.RUN_DIR / "redis.url").unlink(missing_ok=True)
+            if "demo" in commands:
                 from clusterpanel import demo
 
                 demo.harness().down()  # in case the demo process was killed before it cleaned up
-        if code not in (0, -signal.SIGINT, 130):
-            raise CommandError(f"A panel process stopped with exit code {code}; see its output above.")
 
     def check_cpu(self) -> None:
         """Before any engine loads a model: which of llama.cpp's kernels run here (kept once tried)."""
@@ -125,37 +143,3 @@ class Command(BaseCommand):
             )
         self.stdout.write(f"  Data: {settings.DATA_DIR}   Redis: {redis_url}")
         self.stdout.write("  Press Ctrl-C to stop every panel process.")
-
-    def run_honcho(self, procfile: Path, redis_url: str) -> int:
-        # Unbuffered: honcho reads each process through a pipe, where Python would hold lines such as the demo's
-        # "Demo ready" until the process ends.
-        env = {**os.environ, "REDIS_URL": redis_url, "DATA_DIR": str(settings.DATA_DIR), "PYTHONUNBUFFERED": "1"}
-        command = [sys.executable, "-m", "honcho", "-f", str(procfile), "-d", str(settings.BASE_DIR),
-                   "-e", os.devnull, "start"]
-        # Whatever honcho leaves behind (Ctrl-C while it is still starting) becomes ours to end.
-        processes.become_subreaper()
-        # In a session of its own, so Ctrl-C reaches only honcho's main process (through us), never
-        # its helper processes half-way through their start; a honcho that still hangs is killed
-        # after a grace period and we end what is left.
-        process = subprocess.Popen(command, env=env, start_new_session=True)
-        stopping: list[float] = []
-
-        def on_signal(signum, frame):
-            stopping.append(time.monotonic())
-            process.send_signal(signum)
-
-        previous = signal.signal(signal.SIGINT, on_signal)
-        signal.signal(signal.SIGTERM, on_signal)
-        try:
-            while True:
-                try:
-                    code = process.wait(timeout=0.5)
-                    return 0 if stopping else code  # asked to stop: however honcho ended, that is fine
-                except subprocess.TimeoutExpired:
-                    if stopping and time.monotonic() - stopping[0] > STOP_GRACE_S:
-                        process.kill()
-        finally:
-            leftovers = processes.end_children()
-            if leftovers:
-                self.stdout.write(f"Stopped {leftovers} process(es) honcho left behind.")
-            signal.signal(signal.SIGINT, previous)
