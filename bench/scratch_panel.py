@@ -32,9 +32,25 @@ def wait_port(port: int, within: float = 20) -> None:
 
 
 class Panel:
-    def __init__(self, data: Path, port: int, cookie: str, nodes: list, lan, pids: dict[str, int]) -> None:
+    def __init__(self, data: Path, port: int, cookie: str, nodes: list, lan, pids: dict[str, int],
+                 redis=None, processes: list | None = None) -> None:
         self.data, self.port, self.cookie, self.nodes, self.lan = data, port, cookie, nodes, lan
-        self.pids = pids
+        self.pids, self.redis, self.processes = pids, redis, processes or []
+
+    def restart_redis(self, down_for: float) -> None:
+        """Redis killed as a crash would (no final save), started again on its port after `down_for` s."""
+        from clusterpanel.redis_server import RedisServer
+
+        self.redis.process.kill()
+        self.redis.process.wait()
+        time.sleep(down_for)
+        self.redis = RedisServer.start(self.data / "redis", port=self.redis.port)
+        self.pids["redis"] = self.redis.process.pid
+
+    def alive(self) -> dict[str, bool]:
+        """Whether each of the panel's processes still runs."""
+        named = dict(zip(("web", "worker", "supervisor", "collector"), self.processes, strict=False))
+        return {name: process.poll() is None for name, process in named.items()}
 
     @property
     def base(self) -> str:
@@ -115,7 +131,9 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         wait_port(port)
         pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
                 "redis": redis.process.pid}
-        yield Panel(data, port, cookie, nodes, lan, pids)
+        panel = Panel(data, port, cookie, nodes, lan, pids, redis, processes)
+        yield panel
+        redis = panel.redis
     finally:
         for process in reversed(processes):
             end(process)

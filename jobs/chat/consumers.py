@@ -32,7 +32,6 @@ class JobConsumer(PanelConsumer):
         kept = await database_sync_to_async(stream.kept)(self.job_id)
         for event in kept:
             await self.relay(event)
-        self.reader = asyncio.create_task(self.read_live())
         job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
         if job.is_finished and not any(event.get("event") == "done" for event in kept):
             # Finished before its last event reached Redis (the row is written first): tell it from the row.
@@ -41,6 +40,9 @@ class JobConsumer(PanelConsumer):
             place = await database_sync_to_async(queueing.position)(job)
             await self.send_json({"event": "queue", "position": place} if place else
                                  {"event": "status", "status": job.status})
+        # Last: a reader that meets Redis gone closes the socket, and a send after that was daphne's traceback
+        # ("Attempt to send on a closed protocol", fresh37). What comes meanwhile waits in the subscription.
+        self.reader = asyncio.create_task(self.read_live())
 
     async def __call__(self, scope, receive, send) -> None:
         # Channels skips disconnect() when the channel layer fails under a consumer (Redis went away): let go
