@@ -5,14 +5,14 @@ from celery import Celery
 from kombu.exceptions import OperationalError
 from redis.exceptions import RedisError
 
-from clusterpanel import worker_faults
+from clusterpanel.worker_faults import install as install_worker_faults
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
 app = Celery("clusterpanel")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
-worker_faults.install()
+install_worker_faults()
 
 
 def ping(destination: list[str] | None = None, timeout: float = 1.0, on: Celery = app) -> list[dict]:
