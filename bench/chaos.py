@@ -300,7 +300,8 @@ def main() -> None:
     args = parser.parse_args()
     from scratch_panel import scratch_panel
 
-    with scratch_panel(laptops=3, name="chaos", subnet="10.236.0.0/24") as panel:
+    with scratch_panel(laptops=3, name="chaos", subnet="10.236.0.0/24",
+                       worker_pool=("--pool", "prefork", "--concurrency", "4")) as panel:
         from clusterpanel.models import ApiToken, User
         from models_app.library import ensure_bundled
 
@@ -315,7 +316,22 @@ def main() -> None:
         result = chaos.verdict()
         result["web_rss_mib"] = (rss_before, rss_mib(web))
         result["alive"] = panel.alive()
-    print(json.dumps(result, indent=1))
+    print(report(result, args))
+
+
+def report(result: dict, args) -> str:
+    """The soak's figures as Markdown tables, for docs/benchmarks.md."""
+    rows = [f"chaos soak: {args.minutes:g} min, a fault every {args.fault_every:g} s, {args.people} people", "",
+            "| answers | count |", "|---|--:|"]
+    rows += [f"| {kind} | {count} |" for kind, count in sorted(result["answers"].items())]
+    rows += ["", "| failure, as its client was told | count |", "|---|--:|"]
+    rows += [f"| {text} | {count} |" for text, count in sorted(result["failures"].items(), key=lambda i: -i[1])]
+    rows += ["", "| fault | ready again after (s) | what |", "|---|--:|---|"]
+    rows += [f"| {name} | {'never left ready' if s == 0 else s} | {note} |" for name, s, note in result["faults"]]
+    before, after = result["web_rss_mib"]
+    rows += ["", f"batch lines back: {result['batch_lines']}; web server RSS {before} → {after} MiB; "
+             f"processes alive: {result['alive']}; problems: {result['problems'] or 'none'}"]
+    return "\n".join(rows)
 
 
 def rss_mib(pid: int) -> float:

@@ -80,8 +80,9 @@ class Panel:
 
 @contextmanager
 def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.240.0.0/24",
-                  collector: bool = False):
-    """`collector`: the metrics collector too (live laptop samples for a dashboard)."""
+                  collector: bool = False, worker_pool: tuple[str, ...] = ("--pool", "solo")):
+    """`collector`: the metrics collector too (live laptop samples for a dashboard); `worker_pool`: how the
+    Celery worker runs its tasks (make run's: prefork, four at once)."""
     data = Path(tempfile.mkdtemp(prefix="bench-panel-"))
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
@@ -122,7 +123,7 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         processes = [
             subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
                               "clusterpanel.asgi:application"], **quiet),
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--pool", "solo",
+            subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
                               "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
             subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
         ]
