@@ -37,6 +37,10 @@ log = logging.getLogger(__name__)
 USABLE = (DeploymentStatus.READY, DeploymentStatus.DEGRADED)
 GONE = (DeploymentStatus.STOPPED, DeploymentStatus.FAILED)  # no engine runs their jobs, now or later
 WOKEN = (DeploymentStatus.PLANNED, DeploymentStatus.PREPARING, DeploymentStatus.LOADING)  # on-call, loading
+# Recovery (jobs/engine/recovery.py) prepares a deployment again once a laptop died under it, raising its revision:
+# it served seconds ago and will again, so it takes jobs that wait, as it did while degraded (docs/api.md: "jobs
+# sent to one deployment wait for its recovery"). A first prepare does not (revision 1), nor an on-call wake-up.
+RECOVERING = Q(status__in=(DeploymentStatus.PREPARING, DeploymentStatus.LOADING), revision__gt=1, on_call=False)
 # How long a running job's engine has to confirm a stop before the job ends without it. The engine looks between
 # tokens: reading a long prompt on slow laptops can take tens of seconds before the first.
 STOP_CONFIRM_S = 60
@@ -47,7 +51,7 @@ NOBODY = Value(0, output_field=BigIntegerField())  # the one "person" of jobs wi
 def usable_deployments(offline_too: bool = False):
     """Deployments that take jobs, the default first, then the newest: what every door offers. Not those with a
     laptop offline (`Deployment.offline_laptops`) unless `offline_too`: for now they could not answer."""
-    usable = Deployment.objects.filter(status__in=USABLE)
+    usable = Deployment.objects.filter(Q(status__in=USABLE) | RECOVERING)
     if not offline_too:
         usable = usable.exclude(stages__node__status=NodeStatus.OFFLINE)
     return usable.select_related("model").order_by("-is_default", "-created")
@@ -71,13 +75,20 @@ def cancel_key(job_id: int) -> str:
     return f"job:{job_id}:cancel"
 
 
+def recovering(deployment: Deployment) -> bool:
+    """Being prepared again by recovery (RECOVERING)."""
+    return (deployment.status in (DeploymentStatus.PREPARING, DeploymentStatus.LOADING) and deployment.revision > 1
+            and not deployment.on_call)
+
+
 def check_deployment(deployment: Deployment) -> None:
-    """Refused (QueueError) unless it takes jobs now, or is an on-call model's deployment being woken: its jobs
-    wait for its engine (jobs/queue/wakeup.py), or fail saying why if the load fails."""
+    """Refused (QueueError) unless it takes jobs now, is being recovered, or is an on-call model's deployment being
+    woken: its jobs wait for its engine (jobs/queue/wakeup.py, jobs/engine/recovery.py), or fail saying why if the
+    load fails."""
     if deployment.status in GONE:
         raise DeploymentGone(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
                              "not ready: choose a ready deployment.")
-    if deployment.status not in USABLE and not (deployment.on_call and deployment.status in WOKEN):
+    if not (deployment.status in USABLE or recovering(deployment) or deployment.on_call and deployment.status in WOKEN):
         raise QueueError(f"Deployment #{deployment.pk} is {deployment.get_status_display().lower()}, "
                          "not ready: choose a ready deployment.")
     offline = deployment.offline_laptops()
@@ -101,10 +112,11 @@ def current(deployment: Deployment) -> None:
     deployment only if no job is queued on it (jobs/queue/wakeup.py `stop_if_idle`), so one of the two waits
     for the other (SQLite's transactions here take turns; PostgreSQL locks the row), and a job is never left
     on a deployment stopped as it was saved."""
-    fresh = Deployment.objects.select_for_update().only("status", "on_call").filter(pk=deployment.pk).first()
+    fresh = (Deployment.objects.select_for_update().only("status", "on_call", "revision")
+             .filter(pk=deployment.pk).first())
     if fresh is None:
         raise DeploymentGone(f"Deployment #{deployment.pk} was removed: choose a ready deployment.")
-    deployment.status, deployment.on_call = fresh.status, fresh.on_call
+    deployment.status, deployment.on_call, deployment.revision = fresh.status, fresh.on_call, fresh.revision
     check_deployment(deployment)
 
 

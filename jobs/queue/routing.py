@@ -54,7 +54,7 @@ from models_app.models import Deployment, DeploymentStatus
 DEFAULT_TOKENS = 256  # a request's tokens when it does not say (jobs/params.py's max_tokens default)
 DEFAULT_SPEED_TOKENS_S = 10.0  # no replica of the model has answered yet: only `ahead` and `slots` then decide
 LOADING_S = 30.0  # an engine loading or restarting: a small model takes seconds, a big one on laptops a minute
-RECOVERING_S = 60.0  # a degraded deployment: re-planned and reloaded before it answers again
+RECOVERING_S = 60.0  # a degraded or recovering deployment: re-planned and reloaded before it answers again
 HISTORY_S = 600  # answers older than this say little about a replica's speed now
 HISTORY_JOBS = 10
 KEEP_PREFIX_RATIO, KEEP_PREFIX_EXTRA_S = 2.0, 10.0
@@ -134,7 +134,7 @@ def estimate(deployment: Deployment, tokens: int, ahead: int, rate: float) -> Es
 
 
 def not_serving_s(deployment: Deployment) -> float:
-    if deployment.status == DeploymentStatus.DEGRADED:
+    if deployment.status != DeploymentStatus.READY:  # degraded, or being prepared again (queueing.RECOVERING)
         return RECOVERING_S
     return 0.0 if deployment.engine.get("state") == "ready" else LOADING_S
 
