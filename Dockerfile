@@ -30,9 +30,9 @@ ENV STATIC_ROOT=/app/staticfiles
 # The image is unusable without the runtime bundle (deployments push it to laptops): fail the build now.
 RUN DATA_DIR=/tmp/build SECRET_KEY=build-only python manage.py collectstatic --noinput -v0 \
  && DATA_DIR=/tmp/build SECRET_KEY=build-only python manage.py shell -c \
-      "from nodes.runtime import find_bundle; print('runtime bundle:', find_bundle().summary)" \
+      "from nodes.runtime.bundle import find_bundle; print('runtime bundle:', find_bundle().summary)" \
  && rm -rf /tmp/build
 
 EXPOSE 8000
-# daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py)
-CMD ["python", "-m", "clusterpanel.webserver", "-b", "0.0.0.0", "-p", "8000", "clusterpanel.asgi:application"]
+# daphne, refusing request bodies over their limit before reading them (clusterpanel/web/webserver.py)
+CMD ["python", "-m", "clusterpanel.web.webserver", "-b", "0.0.0.0", "-p", "8000", "clusterpanel.asgi:application"]

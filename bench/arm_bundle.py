@@ -1,6 +1,6 @@
 """The aarch64 runtime bundle on an ARM laptop under qemu, side by side with the x86-64 bundle on an x86-64 laptop.
 
-Simulated laptops (nodes/simarm.py): an x86-64 one, and one ARM laptop per CPU of `--cpus` that runs aarch64
+Simulated laptops (nodes/simlan/arm.py): an x86-64 one, and one ARM laptop per CPU of `--cpus` that runs aarch64
 programs through qemu-user as that CPU: a Raspberry Pi 5's Cortex-A76 by default, QEMU's `max` has SVE2 and int8
 matrix multiply. Each gets the bundle of its architecture as the panel installs it, then, per laptop alone
 and then both together (layers split evenly), the bundled model is loaded over RPC and answers greedily: load
@@ -34,8 +34,8 @@ def arm_lan(cpus: list[str]):
     django.setup()
     from django.conf import settings
 
-    from nodes import simarm
-    from nodes.simlan import SimLan
+    from nodes.simlan import arm as simarm
+    from nodes.simlan.lan import SimLan
 
     harness = SimLan("barm", Path(settings.DATA_DIR) / "simlan", subnet="10.246.0.0/24")
     try:
@@ -50,8 +50,9 @@ def arm_lan(cpus: list[str]):
 @contextmanager
 def servers(nodes: list):
     """One rpc-server per laptop, reached through SSH tunnels; their endpoints and the CPU backend each loaded."""
-    from nodes import rpcserver, ssh
-    from nodes.supervisor import free_port
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
+    from nodes.servers.supervisor import free_port
 
     forwards = []
     try:
@@ -67,7 +68,8 @@ def servers(nodes: list):
 
 
 def cpu_variant(node) -> str:
-    from nodes import rpcserver, ssh
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
 
     log = ssh.sh(node, 'cat -- "$1/log" 2>/dev/null', rpcserver.folder(INSTALL_DIR, PORT)).stdout
     found = re.findall(r"libggml-cpu-([\w.]+)\.so", log)
@@ -82,9 +84,9 @@ def first_difference(ours: list[str], theirs: list[str]) -> str:
 
 
 def run(nodes: list, tokens: int, reference: list[str]) -> dict:
-    from jobs.engine import oneshot
-    from jobs.engine.llamacpp import LlamaCppError
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
+    from models_app.llamacpp import oneshot
+    from models_app.llamacpp.libllama import LlamaCppError
 
     with servers(nodes) as endpoints:
         started = time.monotonic()
@@ -105,9 +107,9 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--cpus", default="cortex-a76,max", help="ARM CPUs for QEMU to emulate, comma-separated")
     args = parser.parse_args()
-    from jobs.engine import oneshot
-    from models_app.bundled import bundled_model_path
-    from nodes.runtime import find_bundle
+    from models_app.library.bundled import bundled_model_path
+    from models_app.llamacpp import oneshot
+    from nodes.runtime.bundle import find_bundle
 
     reference = oneshot.complete([], "", args.tokens, model=bundled_model_path(), n_gpu_layers=0, chat=CHAT)["pieces"]
     cpus = args.cpus.split(",")

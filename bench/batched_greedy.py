@@ -60,7 +60,7 @@ GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, 
 
 
 def model_path(name: str, scratch: Path) -> Path:
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
 
     if name == "bundled":
         return bundled_model_path()
@@ -133,7 +133,7 @@ def reference(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], lis
 def reference_here(path: Path, asked, params, ctx: int) -> tuple[list[list[int]], list[list[str]]]:
     import llama_cpp
 
-    from jobs.engine import cpucheck
+    from models_app.llamacpp import cpucheck
 
     with cpucheck.loading():  # as the panel loads it: the backends that fit this CPU, only kernels that run here
         llm = llama_cpp.Llama(model_path=str(path), n_ctx=ctx, verbose=False)
@@ -172,9 +172,9 @@ def parting(a: list[int], b: list[int]) -> int:
 
 
 def measure(name: str, path: Path, args, endpoints: list[str]) -> dict:
-    from jobs.engine.model import Engine
-    from models_app.gguf_meta import read_metadata
-    from models_app.planner import proportional_counts
+    from jobs.engine.loaded_model import Engine
+    from models_app.gguf.meta import read_metadata
+    from models_app.planning.planner import proportional_counts
 
     params = {**GREEDY, "max_tokens": args.max_tokens}
     n_layer = read_metadata(path).n_layer
@@ -215,7 +215,7 @@ def laptops(count: int):
         return
     from lan import bench_lan, with_runtime
 
-    from nodes import rpcserver
+    from nodes.servers import rpcserver
 
     install_dir, port = "~/.clusterpanel", 50213
     with bench_lan(count, rate="1gbit", name="bgreedy", subnet="10.245.0.0/24") as lan:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 HUGE, BLOCK = 200 << 20, 64 << 10
-SERVERS = {"daphne": "daphne", "panel (clusterpanel.webserver)": "clusterpanel.webserver"}
+SERVERS = {"daphne": "daphne", "panel (clusterpanel.web.webserver)": "clusterpanel.web.webserver"}
 
 
 def free_port() -> int:

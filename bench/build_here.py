@@ -26,7 +26,7 @@ def rx_bytes(laptop) -> int:
 
 
 def run_once(reach, laptop, protocol: str) -> dict:
-    from nodes import build_here
+    from nodes.runtime import build_here
 
     steps, before, started = [0], rx_bytes(laptop), time.perf_counter()
     entered = {}  # when each step of the build began: tools, unpack, configure, build, check
@@ -50,7 +50,8 @@ def main() -> None:
     args = parser.parse_args()
     with bench_lan(1, rate="1gbit", name="bhere", subnet="10.239.0.0/24",
                    cpus={0: args.cpus} if args.cpus else None) as lan:
-        from nodes import build_here, rpcsource, ssh
+        from nodes.remote import ssh
+        from nodes.runtime import build_here, rpcsource
 
         laptop = lan.laptops[0]
         reach = target(lan, laptop)

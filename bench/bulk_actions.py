@@ -25,7 +25,7 @@ NAME, SUBNET = "bbulk", "10.251.0.0/24"
 
 
 def start_worker(env: dict) -> subprocess.Popen:
-    from clusterpanel.celery import app
+    from clusterpanel.kit.celery import app
 
     worker = subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", "--concurrency", "4",
                                "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], cwd=ROOT, env=env,
@@ -54,7 +54,7 @@ def side_by_side(nodes: list) -> list:
 
 
 def until_ended(actions: list, started: float, unplugged: set[str]) -> tuple[float, str]:
-    from nodes import bulk
+    from nodes.actions import bulk
     from nodes.models import NodeAction
 
     ids = [action.pk for action in actions]
@@ -82,7 +82,7 @@ def main() -> None:
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -94,7 +94,7 @@ def main() -> None:
         from django.core.management import call_command
 
         from nodes.models import Node
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
 
         call_command("migrate", verbosity=0)
         harness = SimLan(NAME, data / "simlan", subnet=SUBNET)

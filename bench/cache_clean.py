@@ -3,9 +3,9 @@ marking of what stays needed, against removing the same files one SSH command ea
 
 One simulated laptop; each round fills its cache with `--files` small tensor files (16-hex names, last used at
 distinct moments), a tenth of them needed by a deployment, under a cap of half of what they take. The clean's
-steps are the panel's own (nodes/rpccache.py over nodes/ssh.py, nodes/cachecap.py); the database's part (which
-files the deployments need) is left out. The one-command-each line removes `--each` files that way and scales
-the time to the same count. File sizes do not change the listing; a real tensor file costs the file system
+steps are the panel's own (nodes/servers/cache.py over nodes/remote/ssh.py, nodes/servers/cachecap.py); the database's
+part (which files the deployments need) is left out. The one-command-each line removes `--each` files that way and
+scales the time to the same count. File sizes do not change the listing; a real tensor file costs the file system
 more to free than these 4 KiB ones.
 
     .venv/bin/python bench/cache_clean.py [--files 10000] [--rounds 3] [--each 200]
@@ -45,7 +45,8 @@ def timed(action):
 
 
 def one_clean(node, laptop, count: int) -> dict[str, float]:
-    from nodes import cachecap, rpccache
+    from nodes.servers import cache as rpccache
+    from nodes.servers import cachecap
 
     names = fill(laptop, count)
     needed = set(random.sample(names, count // 10))
@@ -62,7 +63,7 @@ def one_clean(node, laptop, count: int) -> dict[str, float]:
 
 def one_each(node, laptop, count: int, each: int) -> float:
     """Seconds to remove `count` files one `rm` command each, from `each` of them."""
-    from nodes import ssh
+    from nodes.remote import ssh
 
     names = fill(laptop, each)
     started = time.perf_counter()

@@ -271,7 +271,7 @@ def victim(deployment_id: int, turn: int):
 
 
 def kill_rpc_server(deployment_id: int, turn: int = 1) -> str:
-    from nodes import ssh
+    from nodes.remote import ssh
 
     stage = victim(deployment_id, turn)
     ssh.run(stage.node.ssh_target(), ["kill", "-9", str(stage.server.pid)])
@@ -279,7 +279,7 @@ def kill_rpc_server(deployment_id: int, turn: int = 1) -> str:
 
 
 def freeze_laptop(deployment_id: int, seconds: float, turn: int = 2) -> str:
-    from nodes import ssh
+    from nodes.remote import ssh
 
     stage = victim(deployment_id, turn)
     ssh.run(stage.node.ssh_target(), ["kill", "-STOP", str(stage.server.pid)])
@@ -320,8 +320,8 @@ def main() -> None:
 
     with scratch_panel(laptops=3, name="chaos", subnet="10.236.0.0/24",
                        worker_pool=("--pool", "prefork", "--concurrency", "4")) as panel:
-        from clusterpanel.models import ApiToken, User
-        from models_app.library import ensure_bundled
+        from clusterpanel.accounts.models import ApiToken, User
+        from models_app.library.adding import ensure_bundled
 
         deployment = panel.deploy(ensure_bundled(), ctx=2048, slots=4)
         token = ApiToken.issue(User.objects.get(username="bench"), "chaos")[1]

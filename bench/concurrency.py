@@ -10,7 +10,7 @@ greedy, `max_tokens` tokens, its own prompt asking for a long essay; there is no
 counted as generated, from the usage chunk). Per client count and system: aggregate generated tokens/s
 (all tokens over the wall time from the first request to the last token), time to first token and the gaps
 between tokens as the clients saw them (p50/p95 over all rounds). Ratios are taken round by round, then the
-median. A second table: a batch file of `--batch-lines` lines uploaded to each deployment (jobs.batching.batches, as
+median. A second table: a batch file of `--batch-lines` lines uploaded to each deployment (jobs.batches.service, as
 the REST API does), time until every item is done, slots=1 against slots=S.
 
 llama-server keeps each slot's last prompt and reads only what a new request does not share with it (its
@@ -42,7 +42,7 @@ PEOPLE = 16  # clients are people of their own (the queue takes turns by person)
 
 
 def model_file(name: str, panel):
-    from models_app.library import ensure_bundled, register_path
+    from models_app.library.adding import ensure_bundled, register_path
 
     if name == "bundled":
         return ensure_bundled()
@@ -54,7 +54,7 @@ def model_file(name: str, panel):
 
 
 def people() -> list[dict[str, str]]:
-    from clusterpanel.models import ApiToken, Role, User
+    from clusterpanel.accounts.models import ApiToken, Role, User
 
     users = [User.objects.create_user(f"person{i}", password="bench-password-1", role=Role.USER)
              for i in range(PEOPLE)]
@@ -78,7 +78,7 @@ class Targets:
             self.model["llama-server"] = "anchor"
 
     def stop(self) -> None:
-        from models_app import deploy as deploying
+        from models_app.deploying import deploy as deploying
 
         for deployment in self.deployments.values():
             deploying.stop(deployment)
@@ -111,8 +111,8 @@ def batch_lines(count: int, tokens: int, round_no: int) -> bytes:
 
 def batch_time(deployment, lines: bytes) -> tuple[float, int]:
     """Seconds from the upload to the last item done, and how many items did not succeed."""
-    from clusterpanel.models import User
-    from jobs.batching import batches
+    from clusterpanel.accounts.models import User
+    from jobs.batches import service as batches
     from jobs.models import JobStatus
 
     started = time.monotonic()

@@ -60,8 +60,8 @@ def generate_once(endpoint: str, tokens: int) -> dict:
     """Prompt processing and decode speed, in a child process (llama.cpp aborts on RPC trouble)."""
     code = f"""
 import json, time
-from jobs.engine import cpucheck, llamacpp
-from models_app.bundled import bundled_model_path
+from models_app.llamacpp import cpucheck, libllama as llamacpp
+from models_app.library.bundled import bundled_model_path
 llamacpp.register_rpc_servers([{endpoint!r}])
 from llama_cpp import Llama
 with cpucheck.loading():
@@ -107,7 +107,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from nodes.runtime import find_bundle
+    from nodes.runtime.bundle import find_bundle
 
     bundle = find_bundle()
     work = Path(tempfile.mkdtemp(prefix="bench-variants-"))

@@ -63,7 +63,7 @@ def main() -> None:
     subprocess.run(["git", "worktree", "add", "-q", "--detach", str(before), args.before], cwd=ROOT, check=True)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -104,9 +104,9 @@ def lab(data: Path, laptops: int):
     from django.core.management import call_command
     from django.test import Client
 
-    from clusterpanel.models import Role, User
+    from clusterpanel.accounts.models import Role, User
     from nodes.models import Node, NodeStatus
-    from nodes.simlan import SimLan
+    from nodes.simlan.lan import SimLan
 
     call_command("migrate", verbosity=0)
     admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
@@ -125,7 +125,7 @@ def serve(tree: Path, static_root: Path) -> tuple[int, subprocess.Popen]:
     env = {**os.environ, "STATIC_ROOT": str(static_root)}
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=tree, env=env, check=True)
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+    process = subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
                                 "clusterpanel.asgi:application"], cwd=tree, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return port, process
@@ -133,7 +133,7 @@ def serve(tree: Path, static_root: Path) -> tuple[int, subprocess.Popen]:
 
 def wait_for_samples(laptops: int, within: float = 120) -> None:
     """Until every laptop has a minute of samples in Redis, as a lab's dashboard would find it."""
-    from nodes import metrics
+    from nodes.metrics import store as metrics
     from nodes.models import Node
 
     ids = list(Node.objects.values_list("pk", flat=True))

@@ -16,8 +16,8 @@ from lan import bench_lan, with_runtime
 
 
 def tokens_per_s(model: Path, endpoints: list[str], n_layer: int, tokens: int) -> float:
-    from jobs.engine import oneshot
-    from models_app.planner import proportional_counts
+    from models_app.llamacpp import oneshot
+    from models_app.planning.planner import proportional_counts
 
     split = tuple(proportional_counts(n_layer + 1, [1.0] * len(endpoints))) if endpoints else ()
     answer = oneshot.complete(endpoints, PROMPT, tokens, model=model, n_gpu_layers=n_layer + 1 if endpoints else 0,
@@ -27,7 +27,7 @@ def tokens_per_s(model: Path, endpoints: list[str], n_layer: int, tokens: int) -
 
 def two_models(scratch: Path) -> dict[str, Path]:
     """One where per-token round trips dominate, one where compute does."""
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
     from tests.models_app.gguf_files import write_loadable_model
 
     return {"SmolLM2 135M Q4_1 (bundled)": bundled_model_path(),
@@ -41,8 +41,8 @@ def main() -> None:
     args = parser.parse_args()
     with bench_lan(3, rate="1gbit", name="bdist", subnet="10.243.0.0/24") as lan, \
             tempfile.TemporaryDirectory(prefix="dist-") as scratch:
-        from models_app.gguf_meta import read_metadata
-        from nodes import rpcserver
+        from models_app.gguf.meta import read_metadata
+        from nodes.servers import rpcserver
 
         models = two_models(Path(scratch))
         nodes = with_runtime(lan, INSTALL_DIR)

@@ -1,5 +1,5 @@
 """What does validating a GGUF file cost, with the gguf package's reader (before issue 12) and with llama.cpp's
-bounded reader in a child process (models_app/gguf_reader.py), on real headers and on hostile ones?
+bounded reader in a child process (models_app/gguf/reader.py), on real headers and on hostile ones?
 
 Each validation (`read_metadata`) runs in a fresh process, which reports its wall time and its peak memory:
 the growth of its own peak over what it held before reading, plus, for the new reader, the peak of the
@@ -22,12 +22,12 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 MIB = 1 << 20
-MEMORY_LIMIT = 256 << 20  # models_app/gguf_reader.py, not imported here: each reading starts from nothing
+MEMORY_LIMIT = 256 << 20  # models_app/gguf/reader.py, not imported here: each reading starts from nothing
 
 
 def hostile_files(folder: Path) -> list[tuple[str, Path, bool]]:
     """(what, path, run the old reader too)."""
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
     from tests.security.gguf_files import T, real_header_model, with_big_array, with_empty_strings, write_model
 
     real = folder / "real-header.gguf"
@@ -60,10 +60,10 @@ def measure_one(which: str, path: str) -> dict:
     if which == "old":
         from tests.security.gguf_reference import GGUFError, read_metadata
     else:
-        from models_app.gguf_meta import GGUFError, read_metadata
+        from models_app.gguf.meta import GGUFError, read_metadata
     child_peaks = []
-    logging.getLogger("models_app.gguf_reader").addHandler(ChildPeak(child_peaks))
-    logging.getLogger("models_app.gguf_reader").setLevel(logging.DEBUG)
+    logging.getLogger("models_app.gguf.reader").addHandler(ChildPeak(child_peaks))
+    logging.getLogger("models_app.gguf.reader").setLevel(logging.DEBUG)
     Path("/proc/self/clear_refs").write_text("5")
     before = status_kb("VmRSS")
     started = time.perf_counter()

@@ -2,7 +2,7 @@
 
     python bench/gpu_check_client.py --endpoint 127.0.0.1:50052 --model SmolLM2.gguf --tokens 64 --log load.log
 
-Registers the server as the engine does (jobs/engine/llamacpp.py), loads every layer onto its one device
+Registers the server as the engine does (models_app/llamacpp/libllama.py), loads every layer onto its one device
 (split mode "none", device 0: RPC devices come first, so a GPU of the head's own is never used), warms up on
 another prompt, then generates a fixed number of tokens greedily, end of text or not, so every run times the
 same count. llama.cpp's log goes to --log; what it says about placement comes back parsed. Prints one JSON line.
@@ -50,7 +50,7 @@ def placement(log: str) -> dict:
 
 
 def load(endpoint: str, model: str, ctx: int):
-    from jobs.engine import llamacpp
+    from models_app.llamacpp import libllama as llamacpp
 
     llamacpp.register_rpc_servers([endpoint])
     import llama_cpp

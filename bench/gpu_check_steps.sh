@@ -32,7 +32,7 @@ unpack_bundle() {
   [[ -x $BIN/ggml-rpc-server ]] || { skip bundle "$BUNDLE holds no bin/ggml-rpc-server"; return 1; }
   note manifest "$(dirname "$BIN")/manifest.json"
   # GPU backends beside the binary are loaded by every server; those in gpu/ only by one told of it, as the
-  # panel starts a laptop's GPU servers (nodes/rpcserver.py).
+  # panel starts a laptop's GPU servers (nodes/servers/rpcserver.py).
   local gpu
   for gpu in "$BIN"/../gpu/libggml-*.so; do [[ -f $gpu ]] && GPU_ENV=("GGML_BACKEND_PATH=$(realpath "$gpu")"); done
   note backends "$( (cd "$BIN" && ls libggml-*.so; cd ../gpu 2>/dev/null && ls libggml-*.so | sed 's|^|gpu/|') 2>/dev/null \

@@ -41,9 +41,9 @@ def unpack_libraries(wheel: Path, folder: Path) -> Path:
 def once(lib_dir: Path | None, tokens: int) -> dict:
     code = f"""
 import json, time
-from jobs.engine import cpucheck
+from models_app.llamacpp import cpucheck
 from llama_cpp import Llama
-from models_app.bundled import bundled_model_path
+from models_app.library.bundled import bundled_model_path
 with cpucheck.loading():
     llm = Llama(model_path=str(bundled_model_path()), n_ctx=1024, n_batch=512, verbose=True, seed=1)
 llm({PROMPT!r}, max_tokens=4, temperature=0.0)

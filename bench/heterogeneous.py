@@ -29,7 +29,8 @@ PROMPT = "<|im_start|>user\nTell me about clusters of laptops.<|im_end|>\n<|im_s
 
 
 def prepare_laptops(lan) -> tuple[list, list[float]]:
-    from nodes import rpcserver, speed
+    from nodes.probing import speed
+    from nodes.servers import rpcserver
 
     targets, speeds = with_runtime(lan, INSTALL_DIR), []
     for node in targets:
@@ -42,7 +43,7 @@ Split = tuple[tuple[int, int], ...]  # (laptop index, layers) in pipeline order,
 
 
 def tokens_per_s(model: Path, endpoints: list[str], split: Split, tokens: int) -> float:
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     answer = oneshot.complete([endpoints[i] for i, _ in split], PROMPT, tokens, model=model,
                               n_gpu_layers=sum(c for _, c in split), tensor_split=tuple(c for _, c in split),
@@ -51,7 +52,7 @@ def tokens_per_s(model: Path, endpoints: list[str], split: Split, tokens: int) -
 
 
 def plan_of(split: Split, shape, laptops, options):
-    from models_app import planner
+    from models_app.planning import planner
 
     head = planner.Machine("head", 1 << 40, 10.0)
     return planner.build("split", shape, head, [laptops[i] for i, _ in split], [0, *(c for _, c in split)],
@@ -85,9 +86,9 @@ def main() -> None:
     args = parser.parse_args()
     with bench_lan(3, rate="1gbit", cpus={1: args.slow_cpus}) as lan, \
             tempfile.TemporaryDirectory(prefix="hetero-") as scratch:
-        from models_app import planner
-        from models_app.gguf_meta import read_metadata
-        from nodes import rpcserver
+        from models_app.gguf.meta import read_metadata
+        from models_app.planning import planner
+        from nodes.servers import rpcserver
         from tests.models_app.gguf_files import write_loadable_model
 
         model = write_loadable_model(Path(scratch) / "qwen2-12.gguf", layers=12)

@@ -19,7 +19,7 @@ def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: 
     django.setup()
     from django.conf import settings
 
-    from nodes.simlan import SimLan
+    from nodes.simlan.lan import SimLan
 
     harness = SimLan(name, Path(settings.DATA_DIR) / "simlan", subnet=subnet)
     try:
@@ -32,14 +32,15 @@ def bench_lan(count: int, rate: str | None = None, name: str = "bench", subnet: 
 
 
 def target(lan, laptop):
-    from nodes import ssh
+    from nodes.remote import ssh
 
     return ssh.SSHTarget(laptop.address, laptop.user, laptop.host_key, private_key=Path(lan.key_path).read_text())
 
 
 def with_runtime(lan, install_dir: str) -> list:
     """SSH targets of every laptop, each with the runtime of its architecture installed as the panel installs it."""
-    from nodes import install, probe
+    from nodes.probing import probe
+    from nodes.runtime import install
 
     nodes = [target(lan, laptop) for laptop in lan.laptops]
     for node in nodes:

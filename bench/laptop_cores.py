@@ -1,7 +1,7 @@
 """Simulated laptops of one core each, against laptops that share every core of this machine, beside other load.
 
 The simulated laptops all run on this machine. A laptop that sees every core runs one rpc-server thread per core
-(nodes/rpcserver.py asks `nproc`), and ggml's threads wait for each other at every operation, spinning: with the
+(nodes/servers/rpcserver.py asks `nproc`), and ggml's threads wait for each other at every operation, spinning: with the
 laptops' threads and any other process on two cores, one is always waiting for another that is not running.
 nodes/simcpu.give_one_core gives each laptop one core (the laptops in turn), so its server runs one thread.
 
@@ -61,8 +61,8 @@ def main() -> None:
     args = parser.parse_args()
     every_core = os.sched_getaffinity(0)
     with bench_lan(3, rate="1gbit", name="bcores", subnet="10.245.0.0/24") as lan:
-        from models_app.bundled import bundled_model_path
-        from nodes import rpcserver
+        from models_app.library.bundled import bundled_model_path
+        from nodes.servers import rpcserver
 
         nodes = with_runtime(lan, INSTALL_DIR)
         pinned = {laptop.sshd_pid: os.sched_getaffinity(laptop.sshd_pid) for laptop in lan.laptops}
@@ -97,7 +97,7 @@ def main() -> None:
 
 def rpcserver_threads(node, port: int) -> int:
     """The `-t` the server was started with (one per core its laptop sees)."""
-    from nodes import ssh
+    from nodes.remote import ssh
 
     line = ssh.run(node, ["sh", "-c", f"ps -o args= -C ggml-rpc-server | grep -- '-p {port} '"]).stdout
     words = line.split()

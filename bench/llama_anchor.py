@@ -41,7 +41,8 @@ def tunnelled_servers(deployment, started: list) -> list[str]:
     """An rpc-server of its own on each of the deployment's laptops (bound to the laptop's loopback, as the
     panel's are), each behind an SSH forward (added to `started` as they start); the local endpoints in
     pipeline order."""
-    from nodes import rpcserver, ssh
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
 
     endpoints = []
     for stage in deployment.stages.select_related("node").order_by("position"):
@@ -55,7 +56,7 @@ def tunnelled_servers(deployment, started: list) -> list[str]:
 
 
 def stop_servers(started: list) -> None:
-    from nodes import rpcserver
+    from nodes.servers import rpcserver
 
     for node, forward in started:
         forward.close()
@@ -83,8 +84,8 @@ def tail(log: Path, lines: int = 20) -> str:
 
 def check_placement(deployment, log: Path) -> None:
     """The layers must sit where the panel's engine has them, or the comparison is of two other pipelines."""
-    from jobs.engine.oneshot import LAYER_PLACED
-    from models_app.deploy import expected_devices
+    from models_app.deploying.deploy import expected_devices
+    from models_app.llamacpp.oneshot import LAYER_PLACED
 
     expected = expected_devices(deployment.plan)
     placed = {int(layer): device for layer, device in LAYER_PLACED.findall(log.read_text(errors="replace"))}

@@ -33,7 +33,7 @@ def llama_log(path: str, ctx: int, split: str = "", ports: str = "") -> None:
 
     import llama_cpp as lib
 
-    from jobs.engine.llamacpp import load_backends, register_rpc_servers
+    from models_app.llamacpp.libllama import load_backends, register_rpc_servers
 
     lines = []
     keep = lib.llama_log_callback(lambda level, text, user: lines.append(text.decode(errors="replace")))
@@ -78,7 +78,7 @@ def llama_says(path: Path, ctx: int, split: tuple[int, ...] = (), ports: list[in
 def server_binary(folder: Path) -> Path:
     """The laptops' ggml-rpc-server, unpacked from the bundle the panel would push."""
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
-    from nodes.runtime import find_bundle
+    from nodes.runtime.bundle import find_bundle
 
     bundle = find_bundle()
     with tarfile.open(bundle.tarball) as archive:

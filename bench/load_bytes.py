@@ -46,7 +46,7 @@ def received(lan) -> int:
 
 def weights_on_laptops(deployment) -> int:
     """Bytes of every tensor the plan puts on a laptop, whatever their size."""
-    from models_app import tensor_cache
+    from models_app.deploying import tensor_cache
 
     model, plan = deployment.model, deployment.plan
     every = tensor_cache.cached_tensors(Path(model.path), threshold=0)
@@ -57,7 +57,7 @@ def weights_on_laptops(deployment) -> int:
 
 def deploy_once(model, nodes, lan, preseed: bool) -> dict:
     """One deployment to its engine's model loaded, bytes and seconds per step; then stopped, nothing left."""
-    from models_app import deploy
+    from models_app.deploying import deploy
     from models_app.models import Deployment, DeploymentStatus
 
     marks, real_fill, real_verify = {}, deploy.fill_caches, deploy.verify_load
@@ -97,7 +97,7 @@ def deploy_once(model, nodes, lan, preseed: bool) -> dict:
 
 
 def stop(deployment) -> None:
-    from models_app import deploy
+    from models_app.deploying import deploy
     from nodes.models import RpcServer, ServerStatus
 
     worker = (deployment.__class__.objects.get(pk=deployment.pk).engine or {}).get("worker")
@@ -171,7 +171,7 @@ def main() -> None:
     data = Path(tempfile.mkdtemp(prefix="bench-load-bytes-"))
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -183,10 +183,10 @@ def main() -> None:
         from django.core.management import call_command
 
         from bench import rpc_clients
-        from models_app import tensor_cache
-        from models_app.library import ensure_bundled, register_path
+        from models_app.deploying import tensor_cache
+        from models_app.library.adding import ensure_bundled, register_path
         from nodes.models import Node
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
         from tests.models_app.gguf_files import write_loadable_model
 
         libs = {"upstream": rpc_clients.build("upstream", [], data / "clients"),
@@ -209,7 +209,7 @@ def main() -> None:
         nodes = [Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
                                      host_key=laptop.host_key, private_key=key, usable_memory=4 * 2**30)
                  for laptop in lan.laptops]
-        from models_app import deploy
+        from models_app.deploying import deploy
 
         for node in nodes:  # the runtime's own bytes are no part of a load
             deploy.ensure_runtime(node)

@@ -16,7 +16,7 @@ stream). llama.cpp clears the whole KV cache when it makes the context, so every
 stream is resident from the start; filling the first is enough for the peak.
 
 Prints the measurements against the planner's prediction (with the calibration
-in models_app/planner.py) and the least-squares fit of the calibration terms.
+in models_app/planning/planner.py) and the least-squares fit of the calibration terms.
 --write-fixture stores the measurements in tests/models_app/fixtures/.
 """
 
@@ -65,7 +65,7 @@ def start_servers(bin_dir: Path, count: int) -> list[tuple[subprocess.Popen, int
 
 def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path, slots: int = 1) -> dict:
     """Resident memory at the peak, and llama.cpp's own allocations (head first, then each server)."""
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     servers = start_servers(bin_dir, len(counts) - 1)
     prompt = " ".join(["hello world and"] * ((ctx - 24) // 3))  # three tokens each: fills the context
@@ -87,7 +87,7 @@ def measure(model: Path, counts: list[int], ctx: int, bin_dir: Path, slots: int 
 
 def predicted(run: dict, calibration=None) -> list:
     """The planner's memory per machine for a fixture run: head first, then each server."""
-    from models_app import planner
+    from models_app.planning import planner
 
     shape = planner.ModelShape(**{**run["shape"], "layer_bytes": tuple(run["shape"]["layer_bytes"])})
     options = planner.Options(ctx=run["ctx"], slots=run.get("slots", 1),
@@ -117,7 +117,7 @@ def fit(runs: list[dict]) -> dict:
 
 
 def report(runs: list[dict]) -> None:
-    from models_app.planner import CALIBRATION
+    from models_app.planning.planner import CALIBRATION
 
     print("| model | ctx | slots | machine | measured MiB | predicted MiB | error MiB | error % | "
           "within ±5 % or ±32 MiB |")
@@ -149,9 +149,9 @@ def main() -> None:
     import django
 
     django.setup()
-    from models_app.bundled import bundled_model_path
-    from models_app.gguf_meta import read_metadata
-    from nodes.runtime import find_bundle
+    from models_app.gguf.meta import read_metadata
+    from models_app.library.bundled import bundled_model_path
+    from nodes.runtime.bundle import find_bundle
     from tests.models_app.gguf_files import write_loadable_model
 
     parser = argparse.ArgumentParser()
@@ -176,7 +176,7 @@ def main() -> None:
             if args.models and name not in args.models.split(","):
                 continue
             path = bundled_model_path() if spec is None else write_loadable_model(scratch / f"{name}.gguf", **spec)
-            from models_app.planner import shape_of
+            from models_app.planning.planner import shape_of
 
             shape = asdict(shape_of(read_metadata(path)))
             contexts, slot_counts = [int(c) for c in args.contexts.split(",")], [int(n) for n in args.slots.split(",")]

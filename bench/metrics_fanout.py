@@ -51,7 +51,7 @@ def main() -> None:
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -63,9 +63,9 @@ def main() -> None:
         from django.core.management import call_command
         from django.test import Client
 
-        from clusterpanel.models import Role, User
+        from clusterpanel.accounts.models import Role, User
         from nodes.models import Node
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
 
         call_command("migrate", verbosity=0)
         admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
@@ -79,7 +79,7 @@ def main() -> None:
             Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
                                 host_key=laptop.host_key, private_key=key)
         env = {**os.environ}
-        web = subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", "8765",
+        web = subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", "8765",
                                 "clusterpanel.asgi:application"], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         collector = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=env,

@@ -35,7 +35,7 @@ def main() -> None:
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -46,7 +46,7 @@ def main() -> None:
         django.setup()
         from django.core.management import call_command
 
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
 
         call_command("migrate", verbosity=0)
         harness = SimLan("scr", data / "simlan", subnet="10.237.0.0/24")
@@ -54,7 +54,7 @@ def main() -> None:
         token = lab(lan, args.jobs)
         port = free_port()
         env = {**os.environ}
-        web = subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+        web = subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
                                 "clusterpanel.asgi:application"], cwd=ROOT, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         collector = subprocess.Popen([sys.executable, "manage.py", "metrics"], cwd=ROOT, env=env,
@@ -77,10 +77,10 @@ def lab(lan, jobs_each: int) -> str:
     token, as Prometheus would hold."""
     from django.utils import timezone
 
-    from clusterpanel.models import ApiToken, Role, User
+    from clusterpanel.accounts.models import ApiToken, Role, User
     from jobs.models import Job, JobKind, JobStatus, Tally
     from jobs.queue import stream
-    from models_app.library import ensure_bundled
+    from models_app.library.adding import ensure_bundled
     from models_app.models import Deployment, DeploymentStage, DeploymentStatus
     from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 

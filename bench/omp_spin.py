@@ -7,7 +7,7 @@ others, so it spins most of that wait; sleeping at once (OMP_WAIT_POLICY=passive
 barrier instead.
 
 Two setups on simulated laptops (1 Gbit links, direct LAN mode), both models, servers started by
-nodes/rpcserver.py with each spin count, rounds alternating the order of the counts:
+nodes/servers/rpcserver.py with each spin count, rounds alternating the order of the counts:
   one laptop holding every layer: a laptop computing on its own (its two threads have both cores)
   three laptops, even split: the pipeline, all laptops sharing this machine's two cores
 
@@ -32,7 +32,7 @@ BASE_PORT = 50420
 PROMPT = "<|im_start|>user\nTell me about clusters of laptops, round {}.<|im_end|>\n<|im_start|>assistant\n"
 WORKER = r"""
 import json, sys, time
-from jobs.engine import cpucheck, llamacpp
+from models_app.llamacpp import cpucheck, libllama as llamacpp
 endpoints, model, ngl, split = json.loads(sys.argv[1])
 llamacpp.register_rpc_servers(endpoints)
 from llama_cpp import Llama
@@ -59,8 +59,8 @@ def label(count: int) -> str:
 
 
 def load(nodes, ports, setups, counts, path: Path) -> dict:
-    from models_app.gguf_meta import read_metadata
-    from models_app.planner import proportional_counts
+    from models_app.gguf.meta import read_metadata
+    from models_app.planning.planner import proportional_counts
 
     layers = read_metadata(path).n_layer + 1
     workers = {}
@@ -92,7 +92,7 @@ def main() -> None:
     counts = [int(c) for c in args.counts.split(",")]
     with bench_lan(3, rate="1gbit", name="bspin", subnet="10.244.0.0/24") as lan, \
             tempfile.TemporaryDirectory(prefix="spin-") as scratch:
-        from nodes import rpcserver
+        from nodes.servers import rpcserver
 
         models = two_models(Path(scratch))
         nodes = with_runtime(lan, INSTALL_DIR)

@@ -61,7 +61,7 @@ def lab() -> list:
 
     from jobs.queue import wakeup
     from models_app.models import Deployment, GgufModel, OnCall
-    from models_app.oncall import Settings, save
+    from models_app.oncall.service import Settings, save
     from nodes.models import LinkCheck, Node, NodeStatus, Probe
 
     call_command("migrate", verbosity=0)
@@ -96,7 +96,7 @@ def timed(rounds: int, run) -> list[tuple[float, float]]:
 
 def decision(args) -> None:
     data = scratch_database()
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -156,9 +156,9 @@ def first_token(args) -> None:
 
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a kill still takes the panel and laptops down
     with scratch_panel(laptops=args.laptops, name="boncall", subnet="10.214.0.0/24") as panel:
-        from clusterpanel.models import ApiToken, User
-        from models_app.library import ensure_bundled
-        from models_app.oncall import Settings, save
+        from clusterpanel.accounts.models import ApiToken, User
+        from models_app.library.adding import ensure_bundled
+        from models_app.oncall.service import Settings, save
 
         model = ensure_bundled()
         save(model, Settings(list(panel.nodes), ctx=1024))
@@ -201,10 +201,10 @@ def ask(panel, model: str, headers: dict) -> tuple[float, float]:
 
 def unload(model, clear: bool) -> None:
     """As the idle look-after unloads it; `clear`: the laptops' rpc caches emptied too (then a cold load)."""
-    from models_app import deploy
+    from models_app.deploying import deploy
     from models_app.models import Deployment
-    from nodes import rpccache
     from nodes.models import RpcServer
+    from nodes.servers import cache as rpccache
 
     for deployment in Deployment.objects.filter(model=model, status__in=("ready", "degraded")):
         deploy.stop(deployment, detail="Unloaded by the benchmark.")

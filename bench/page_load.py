@@ -40,7 +40,7 @@ def main() -> None:
     subprocess.run(["git", "worktree", "add", "-q", "--detach", str(before), args.before], cwd=ROOT, check=True)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -72,8 +72,8 @@ def lab() -> tuple[str, str]:
     from django.core.management import call_command
     from django.test import Client
 
-    from clusterpanel.models import Role, User
-    from models_app.library import ensure_bundled
+    from clusterpanel.accounts.models import Role, User
+    from models_app.library.adding import ensure_bundled
     from nodes.models import Node, NodeStatus, Probe
 
     call_command("migrate", verbosity=0)
@@ -92,7 +92,7 @@ def serve(tree: Path, static_root: Path) -> tuple[int, subprocess.Popen]:
     env = {**os.environ, "STATIC_ROOT": str(static_root)}
     subprocess.run([sys.executable, "manage.py", "collectstatic", "--noinput", "-v0"], cwd=tree, env=env, check=True)
     port = free_port()
-    process = subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+    process = subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
                                 "clusterpanel.asgi:application"], cwd=tree, env=env,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return port, process

@@ -10,7 +10,7 @@ Same prompt within a round, a new one each round, greedy. Ratios are taken round
 
 Two flags take the panel apart: --no-listener runs the panel path with nobody listening (its times are the
 engine's own token stamps), --engine-code has the in-process path run the engine's own code
-(jobs/engine/model.py) in a plain process.
+(jobs/engine/loaded_model.py) in a plain process.
 
     .venv/bin/python bench/panel_overhead.py [--rounds 40] [--tokens 128] [--pin] [--no-listener] [--engine-code]
 """
@@ -29,7 +29,7 @@ from scratch_panel import ROOT, free_port, scratch_panel
 EXTRA_PORT = 50310
 IN_PROCESS = r"""
 import json, sys, time
-from jobs.engine import cpucheck, llamacpp
+from models_app.llamacpp import cpucheck, libllama as llamacpp
 endpoints, model, ngl, split, ctx, expected, engine_code = json.loads(sys.argv[1])
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0}
 times, cpu_at_first = [], []
@@ -39,7 +39,7 @@ def seen(text=None):
         cpu_at_first.append(time.process_time())
 if engine_code:
     import django; django.setup()
-    from jobs.engine.model import Engine
+    from jobs.engine.loaded_model import Engine
     engine = Engine(model, endpoints, ngl, split, ctx, expected)
     engine.load(lambda p: None)
     def stream(ask):
@@ -92,7 +92,7 @@ def through_panel(panel, session, deployment, round_no: int, tokens: int, listen
     the times are the engine's own (when each token was handed to the stream)."""
     from websockets.sync.client import connect
 
-    from clusterpanel.models import User
+    from clusterpanel.accounts.models import User
     from jobs.models import Conversation
 
     conversation = Conversation.objects.create(user=User.objects.get(username="bench")).pk
@@ -130,8 +130,9 @@ def through_panel(panel, session, deployment, round_no: int, tokens: int, listen
 
 
 def in_process_worker(panel, deployment, engine_code: bool):
-    from models_app.deploy import expected_devices
-    from nodes import rpcserver, ssh
+    from models_app.deploying.deploy import expected_devices
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
 
     endpoints, forwards = [], []
     for stage in deployment.stages.select_related("node"):
@@ -171,7 +172,8 @@ def main() -> None:
     parser.add_argument("--no-listener", action="store_true",
                         help="no WebSocket client: the panel path's times are the engine's own token stamps")
     parser.add_argument("--engine-code", action="store_true",
-                        help="the in-process path runs the engine's own code (jobs/engine/model.py) in a plain process")
+                        help="the in-process path runs the engine's own code (jobs/engine/loaded_model.py) in a plain "
+                             "process")
     args = parser.parse_args()
     if args.pin:
         os.sched_setaffinity(0, {0})  # inherited by every panel process this script starts
@@ -181,8 +183,8 @@ def main() -> None:
                 os.sched_setaffinity(laptop.sshd_pid, {1})  # and by everything started on the laptop
         import requests
 
-        from models_app.library import ensure_bundled
-        from nodes import rpcserver
+        from models_app.library.adding import ensure_bundled
+        from nodes.servers import rpcserver
 
         deployment = panel.deploy(ensure_bundled())
         session = requests.Session()
@@ -222,7 +224,7 @@ def report(args, panel_rows: list, in_process_rows: list, cpu: dict) -> None:
     if args.no_listener:
         where += "; no listener (the panel path's times are the engine's)"
     if args.engine_code:
-        where += "; the in-process path runs jobs/engine/model.py"
+        where += "; the in-process path runs jobs/engine/loaded_model.py"
     print(f"\nBundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split), {args.rounds} rounds of "
           f"{args.tokens} greedy tokens on each path (order alternating), a new prompt each round; {where}\n")
     print("| path | TTFT ms (median) | tokens/s seen (median) | tokens/s in the engine (median) |")

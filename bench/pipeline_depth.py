@@ -33,7 +33,7 @@ PROMPT = " ".join(["The laptops on the shelf share one model."] * 4)
 
 CHILD = """
 import json, sys, time
-from jobs.engine import cpucheck, llamacpp
+from models_app.llamacpp import cpucheck, libllama as llamacpp
 endpoints, split, model, tokens, prompt = json.loads(sys.argv[1])
 if endpoints:
     llamacpp.register_rpc_servers(endpoints)
@@ -107,7 +107,7 @@ def main() -> None:
     import django
 
     django.setup()
-    from nodes.runtime import find_bundle
+    from nodes.runtime.bundle import find_bundle
     from tests.models_app.gguf_files import write_loadable_model
 
     work = Path(tempfile.mkdtemp(prefix="bench-depth-"))

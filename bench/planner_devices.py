@@ -17,7 +17,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 
-from models_app import planner  # noqa: E402
+from models_app.planning import planner  # noqa: E402
 
 GiB, MiB = 2**30, 2**20
 SIZES = (8, 16, 39, 64)

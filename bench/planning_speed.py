@@ -48,7 +48,7 @@ def main() -> None:
            "ALLOWED_HOSTS": "testserver,localhost"}
     os.environ.update(env)
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     env["REDIS_URL"] = os.environ["REDIS_URL"] = redis.url
@@ -88,7 +88,7 @@ def lab() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from clusterpanel.models import Role, User
+    from clusterpanel.accounts.models import Role, User
     from models_app.models import GgufModel
     from nodes.models import LinkCheck, Node, NodeStatus, Probe
 
@@ -114,7 +114,7 @@ def measure(sizes: list[int]) -> dict:
     django.setup()
     from django.test import Client
 
-    from clusterpanel.models import ApiToken, User
+    from clusterpanel.accounts.models import ApiToken, User
     from nodes.models import Node
 
     user = User.objects.get(username="bench")

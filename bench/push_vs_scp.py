@@ -2,7 +2,7 @@
 
 One simulated laptop behind a rate-capped link (default 1 Gbit); the same file
 copied alternately by the panel's push (paramiko SFTP, resumable, through
-nodes/ssh.py) and by `scp`, several rounds; MB/s medians and their ratio.
+nodes/remote/ssh.py) and by `scp`, several rounds; MB/s medians and their ratio.
 
     .venv/bin/python bench/push_vs_scp.py [--size-mb 200] [--rounds 3] [--rate 1gbit]
 """
@@ -30,7 +30,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--rate", default="1gbit")
     args = parser.parse_args()
-    from nodes import ssh
+    from nodes.remote import ssh
 
     with tempfile.TemporaryDirectory() as folder, bench_lan(1, rate=args.rate) as lan:
         laptop = lan.laptops[0]

@@ -95,7 +95,7 @@ class Steps:
 
 def deploy_plan(model, nodes, counts: list[int]):
     """The recovered plan deployed afresh: same laptops in the same order, same layer counts, engine loaded."""
-    from models_app import deploy
+    from models_app.deploying import deploy
     from models_app.models import Deployment
 
     deployment = deploy.create(model, nodes, 1024, mode="manual", manual=counts)
@@ -109,7 +109,7 @@ def deploy_plan(model, nodes, counts: list[int]):
 
 def stopped(*deployments) -> None:
     """Stop them and wait for the supervisor to stop their servers and engines."""
-    from models_app import deploy
+    from models_app.deploying import deploy
     from nodes.models import RpcServer, ServerStatus
 
     for deployment in deployments:
@@ -123,7 +123,7 @@ def kill_and_recover(deployment, tokens: int) -> dict:
     from jobs.models import Job, JobStatus
     from jobs.queue import stream
     from models_app.models import Deployment
-    from nodes import ssh
+    from nodes.remote import ssh
 
     job = submit(deployment, tokens)
     wait_for(lambda: sum(e.get("event") == "token" for e in stream.kept(job.pk)) >= 10, 120, "generation")
@@ -209,7 +209,7 @@ def main() -> None:
     args = parser.parse_args()
     rows = []
     with scratch_panel(laptops=args.laptops, name="brecov", subnet="10.242.0.0/24") as panel:
-        from models_app.library import ensure_bundled
+        from models_app.library.adding import ensure_bundled
 
         try:
             for _ in range(args.rounds):

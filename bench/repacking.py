@@ -1,7 +1,7 @@
 """What a head gives up when llama.cpp's CPU kernels trap and models load without weight repacking.
 
-Where the trial in jobs/engine/cpucheck.py sees the repacked kernels die (AMX on some virtual Xeons), every model
-on the head loads with `use_extra_bufts = False`. This loads the bundled model on the head both ways, in
+Where the trial in models_app/llamacpp/cpucheck.py sees the repacked kernels die (AMX on some virtual Xeons), every
+model on the head loads with `use_extra_bufts = False`. This loads the bundled model on the head both ways, in
 alternating rounds, each in a process of its own, and measures reading a 445-token prompt and generating. The
 bundled model is Q4_1, which llama.cpp repacks on few CPUs; a Q4_0 copy of it (requantized with llama.cpp's own
 quantizer into a temporary folder) is what the x86 repacking is made for.
@@ -26,7 +26,7 @@ PROMPT = "<|im_start|>user\nWrite a short story about a laptop.<|im_end|>\n<|im_
 def q4_0_copy(folder: Path) -> Path:
     import llama_cpp
 
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
 
     params = llama_cpp.llama_model_quantize_default_params()
     params.ftype, params.allow_requantize = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_0, True
@@ -39,7 +39,7 @@ def q4_0_copy(folder: Path) -> Path:
 def once(model: Path, repacked: bool, tokens: int) -> dict:
     code = f"""
 import json, time
-from jobs.engine import llamacpp
+from models_app.llamacpp import libllama as llamacpp
 from llama_cpp import Llama
 with llamacpp.model_params(extra_buffers={repacked!r}):
     llm = Llama(model_path={str(model)!r}, n_ctx=1024, n_batch=512, verbose=True, seed=1)
@@ -68,7 +68,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=64)
     args = parser.parse_args()
     sys.path.insert(0, str(ROOT))
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
 
     with tempfile.TemporaryDirectory(prefix="bench-repacking-") as folder:
         models = {"Q4_1 (bundled)": bundled_model_path(), "Q4_0 (requantized)": q4_0_copy(Path(folder))}

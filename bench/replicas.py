@@ -29,7 +29,7 @@ SYSTEMS = ("2 replicas", "1 replica")
 
 def people(count: int) -> list[dict[str, str]]:
     """A person and a token per client: the queue takes turns by person, as in a lab."""
-    from clusterpanel.models import ApiToken, Role, User
+    from clusterpanel.accounts.models import ApiToken, Role, User
 
     users = [User.objects.create_user(f"person{i}", password="bench-password-1", role=Role.USER)
              for i in range(count)]
@@ -37,7 +37,7 @@ def people(count: int) -> list[dict[str, str]]:
 
 
 def replicas(panel, args) -> list:
-    from models_app.library import ensure_bundled
+    from models_app.library.adding import ensure_bundled
 
     model, size = ensure_bundled(), args.laptops_per_replica
     return [panel.deploy(model, nodes=panel.nodes[n * size:(n + 1) * size], ctx=args.ctx, slots=args.slots,

@@ -14,7 +14,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from models_app.tensor_cache import head_rpc_library
+from models_app.deploying.tensor_cache import head_rpc_library
 from scripts import build_llama
 from scripts import llama_source as sources
 

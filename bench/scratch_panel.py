@@ -39,7 +39,7 @@ class Panel:
 
     def restart_redis(self, down_for: float) -> None:
         """Redis killed as a crash would (no final save), started again on its port after `down_for` s."""
-        from clusterpanel.redis_server import RedisServer
+        from clusterpanel.run.redis_server import RedisServer
 
         self.redis.process.kill()
         self.redis.process.wait()
@@ -59,7 +59,7 @@ class Panel:
     def deploy(self, model, nodes=None, ctx: int = 1024, mode: str = "even", slots: int = 1,
                load_within: float = 300):
         """A READY deployment serving `slots` at once, with its engine loaded."""
-        from models_app import deploy
+        from models_app.deploying import deploy
         from models_app.models import Deployment
 
         deployment = deploy.create(model, nodes or self.nodes, ctx, mode=mode, slots=slots)
@@ -87,7 +87,7 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -99,9 +99,9 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         from django.core.management import call_command
         from django.test import Client
 
-        from clusterpanel.models import Role, User
+        from clusterpanel.accounts.models import Role, User
         from nodes.models import ActionKind, Node, NodeAction
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
         from nodes.tasks import run_action
 
         call_command("migrate", verbosity=0)
@@ -121,7 +121,7 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         port, env = free_port(), {**os.environ}
         quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
         processes = [
-            subprocess.Popen([sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+            subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
                               "clusterpanel.asgi:application"], **quiet),
             subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
                               "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),

@@ -1,7 +1,7 @@
 """The seed articles' own scenarios, planned by the panel's planner on sparse GGUF files of the real models.
 
 Each scenario writes its model with bench/sparse_gguf.py (real tensor table, no weights), reads it with the
-panel's GGUF reader (models_app/gguf_meta.py), and plans it in-process with models_app/planner.py over laptops
+panel's GGUF reader (models_app/gguf/meta.py), and plans it in-process with models_app/planning/planner.py over laptops
 described by numbers only, as `planning.make_plan` would pass them: usable memory = what the laptop has
 available minus the panel's default reserve of 1 GiB (nodes.models.Node.usable_bytes), the head holding the
 token embedding and no layers (make_plan's default). Per laptop it prints layers, weights, KV cache, compute
@@ -28,8 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # run as a scri
 
 from bench.llama_sizes import llama_says, local_rpc_servers  # noqa: E402
 from bench.sparse_gguf import MODELS, write_sparse  # noqa: E402
-from models_app import fit, planner  # noqa: E402
-from models_app.gguf_meta import read_metadata  # noqa: E402
+from models_app.gguf.meta import read_metadata  # noqa: E402
+from models_app.planning import fit, planner  # noqa: E402
 
 GiB = 2**30
 MiB = 2**20

@@ -39,7 +39,7 @@ class Soak:
         """Cookies and a CSRF token of a logged-in user (a browser's)."""
         from django.test import Client
 
-        from clusterpanel.models import User
+        from clusterpanel.accounts.models import User
 
         client = Client()
         client.force_login(User.objects.get(username=username))
@@ -138,10 +138,10 @@ def main() -> None:
     parser.add_argument("--users", type=int, default=4)
     args = parser.parse_args()
     with scratch_panel(collector=True) as panel:
-        from clusterpanel.models import ApiToken, Role, User
-        from jobs.batching import batches
+        from clusterpanel.accounts.models import ApiToken, Role, User
+        from jobs.batches import service as batches
         from jobs.models import JobStatus
-        from models_app.library import ensure_bundled
+        from models_app.library.adding import ensure_bundled
 
         deployment = panel.deploy(ensure_bundled(), ctx=2048)
         users = [User.objects.create_user(f"user{i}", password="soak-password-1", role=Role.USER)

@@ -24,7 +24,7 @@ KINDS = [  # first match wins: (kind, words any of which is in the command line)
     ("sshd and laptop shells", ("sshd", "sh -c", "bash -c", "/bin/sh")),
     ("kernel threads", ("[kworker", "[ksoftirqd", "[rcu", "[migration", "[kthreadd")),
     ("redis", ("redis-server",)),
-    ("one-shot model runs (deploy checks, speed tests)", ("jobs.engine.oneshot",)),
+    ("one-shot model runs (deploy checks, speed tests)", ("models_app.llamacpp.oneshot",)),
     ("celery workers and engines", ("celery",)),
     ("supervisors", ("supervise",)),
     ("metrics collectors", ("manage.py metrics",)),

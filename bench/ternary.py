@@ -50,8 +50,8 @@ def make_files(folder: Path, layers: int, embd: int, ffn: int) -> dict[str, Path
 
 
 def plan_for(path: Path, ctx: int):
-    from models_app import planner
-    from models_app.gguf_meta import read_metadata
+    from models_app.gguf.meta import read_metadata
+    from models_app.planning import planner
 
     shape = planner.shape_of(read_metadata(path))
     laptops = [planner.Machine(f"laptop {n}", 8 << 30, 5.0) for n in (1, 2)]
@@ -60,14 +60,15 @@ def plan_for(path: Path, ctx: int):
 
 
 def server_rss(node) -> int:
-    from nodes import rpcserver, ssh
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
 
     pid = rpcserver.state(node, INSTALL_DIR, PORT).pid
     return int(ssh.run(node, ["ps", "-o", "rss=", "-p", str(pid)]).stdout.strip()) * 1024
 
 
 def memory_rows(nodes: list, kind: str, path: Path, ctx: int) -> list[str]:
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     plan = plan_for(path, ctx)
     with servers(nodes, [["CPU"]] * len(nodes)) as endpoints:
@@ -90,7 +91,7 @@ def memory_rows(nodes: list, kind: str, path: Path, ctx: int) -> list[str]:
 
 
 def speeds(nodes: list, files: dict[str, Path], ctx: int, rounds: int, tokens: int) -> None:
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     rates: dict[str, dict[str, list[float]]] = {kind: {"laptops": [], "head": []} for kind in KINDS}
     answers: dict[str, dict[str, list[str]]] = {kind: {} for kind in KINDS}
@@ -118,7 +119,7 @@ def speeds(nodes: list, files: dict[str, Path], ctx: int, rounds: int, tokens: i
 
 
 def on_laptops(nodes: list, path: Path, ctx: int, tokens: int) -> dict:
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     plan = plan_for(path, ctx)
     with servers(nodes, [["CPU"]] * len(nodes)) as endpoints:
@@ -130,7 +131,7 @@ def on_laptops(nodes: list, path: Path, ctx: int, tokens: int) -> dict:
 # the laptops' rpc-servers never repack, so this is the same arithmetic as theirs.
 UNREPACKED = """
 import json, sys
-from jobs.engine import llamacpp
+from models_app.llamacpp import libllama as llamacpp
 with llamacpp.model_params(extra_buffers=False):
     from llama_cpp import Llama
     llm = Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[2]), seed=1, verbose=False, n_gpu_layers=0)

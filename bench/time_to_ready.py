@@ -38,7 +38,7 @@ def clear(lan, what: str) -> None:
 
 
 def deploy_once(model, nodes, lan, preseed: bool) -> dict:
-    from models_app import deploy
+    from models_app.deploying import deploy
     from models_app.models import DeploymentStatus
     from nodes.models import RpcServer, ServerStatus
 
@@ -100,7 +100,7 @@ def main() -> None:
     os.chmod(data, 0o755)
     os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
     sys.path.insert(0, str(ROOT))
-    from clusterpanel.redis_server import RedisServer
+    from clusterpanel.run.redis_server import RedisServer
 
     redis = RedisServer.start(data / "redis")
     os.environ["REDIS_URL"] = redis.url
@@ -111,9 +111,9 @@ def main() -> None:
         django.setup()
         from django.core.management import call_command
 
-        from models_app.library import register_path
+        from models_app.library.adding import register_path
         from nodes.models import Node
-        from nodes.simlan import SimLan
+        from nodes.simlan.lan import SimLan
         from tests.models_app.gguf_files import write_loadable_model
 
         call_command("migrate", verbosity=0)

@@ -31,7 +31,7 @@ class RpcTensor(ctypes.Structure):  # ggml-rpc.cpp's rpc_tensor (its messages ar
 
 
 def call(sock: socket.socket, cmd: int, payload: bytes, reply: int | None) -> bytes:
-    from nodes.rpc import command
+    from nodes.servers.handshake import command
 
     return command(sock, cmd, payload, reply)
 
@@ -71,7 +71,7 @@ def small_call_us(endpoint: str, count: int = 500) -> list[float]:
 
 
 def decode_tok_s(endpoint: str) -> float:
-    from jobs.engine import oneshot
+    from models_app.llamacpp import oneshot
 
     prompt = "<|im_start|>user\nTell me about clusters of laptops.<|im_end|>\n<|im_start|>assistant\n"
     out = oneshot.complete([endpoint], prompt, max_tokens=64)
@@ -79,8 +79,11 @@ def decode_tok_s(endpoint: str) -> float:
 
 
 def start_servers(node, install_dir: str) -> dict[str, str]:
-    from nodes import install, probe, rpcserver, ssh
-    from nodes.runtime import find_bundle
+    from nodes.probing import probe
+    from nodes.remote import ssh
+    from nodes.runtime import install
+    from nodes.runtime.bundle import find_bundle
+    from nodes.servers import rpcserver
 
     install.install_runtime(node, install_dir, find_bundle(), probe.probe(node, install_dir), lambda *a, **k: None)
     rpcserver.start(node, install_dir, 50201, bind=node.host)

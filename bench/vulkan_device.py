@@ -33,7 +33,7 @@ def gpu_lan(count: int):
     django.setup()
     from django.conf import settings
 
-    from nodes.simlan import SimLan
+    from nodes.simlan.lan import SimLan
 
     harness = SimLan("bvk", Path(settings.DATA_DIR) / "simlan", subnet="10.250.0.0/24")
     try:
@@ -47,8 +47,9 @@ def gpu_lan(count: int):
 @contextmanager
 def servers(nodes: list, devices: list[list[str]]):
     """One rpc-server per laptop serving `devices[i]`, reached through SSH tunnels; their endpoints."""
-    from nodes import rpcserver, ssh
-    from nodes.supervisor import free_port
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
+    from nodes.servers.supervisor import free_port
 
     forwards = []
     try:
@@ -71,8 +72,8 @@ def first_difference(ours: list[str], theirs: list[str]) -> str:
 
 
 def device_against_cpu(node, rounds: int, tokens: int) -> None:
-    from jobs.engine import oneshot
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
+    from models_app.llamacpp import oneshot
 
     model = bundled_model_path()
     reference = oneshot.complete([], "", tokens, model=model, n_gpu_layers=0, chat=CHAT)["pieces"]
@@ -95,7 +96,8 @@ def device_against_cpu(node, rounds: int, tokens: int) -> None:
 def idle_server_memory(node) -> None:
     """Resident memory of a server started and left idle: serving the CPU, and serving Vulkan0 (the Vulkan backend
     and the driver loaded)."""
-    from nodes import rpcserver, ssh
+    from nodes.remote import ssh
+    from nodes.servers import rpcserver
 
     print("\n| server serving | idle resident memory MiB |")
     print("|---|---:|")
@@ -114,10 +116,10 @@ def idle_server_memory(node) -> None:
 
 
 def memory_per_device(nodes: list) -> None:
-    from jobs.engine import oneshot
-    from models_app import planner
-    from models_app.bundled import bundled_model_path
-    from models_app.gguf_meta import read_metadata
+    from models_app.gguf.meta import read_metadata
+    from models_app.library.bundled import bundled_model_path
+    from models_app.llamacpp import oneshot
+    from models_app.planning import planner
 
     model = bundled_model_path()
     shape = planner.shape_of(read_metadata(model))

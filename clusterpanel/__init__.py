@@ -1,3 +1,3 @@
-from clusterpanel.celery import app as celery_app
+from clusterpanel.kit.celery import app as celery_app
 
 __all__ = ["celery_app"]

@@ -1,7 +1,7 @@
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 
 
 @admin.register(User)

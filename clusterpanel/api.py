@@ -8,22 +8,38 @@ from django.http import HttpRequest, HttpResponse, HttpResponseNotAllowed, JsonR
 from django.urls import URLPattern, re_path, reverse
 from ninja import NinjaAPI
 
-from clusterpanel.apikit import PanelAuth, SafeParser, install_error_handlers, no_such_path, problem
-from clusterpanel.limit_api import router as limits
-from clusterpanel.token_api import router as tokens
-from jobs.api.batches import router as batches
-from jobs.api.views import router as jobs
-from jobs.usage.api import router as usage
-from models_app.api import models, plans
-from models_app.api_deployments import router as deployments
-from models_app.api_oncall import router as on_call
-from models_app.api_uploads import router as uploads
-from nodes.api import router as nodes
-from nodes.api_actions import router as node_actions
-from nodes.api_bulk import router as node_selections
-from nodes.api_scans import router as node_scans
+from clusterpanel.accounts.api.router import router as accounts
+from clusterpanel.accounts.apiauth import PanelAuth
+from clusterpanel.kit.apikit import SafeParser, install_error_handlers, no_such_path, problem
+from jobs.api.router import router as jobs
+from models_app.api.router import router as models
+from nodes.api.router import router as nodes
 
-api = NinjaAPI(
+# Where each API module's operations were first published: their operationIds (module_function) stay as
+# scripts and generated clients know them, wherever the module lives now.
+PUBLISHED_FROM = {
+    "clusterpanel.accounts.api.tokens": "clusterpanel.token_api",
+    "clusterpanel.accounts.api.limits": "clusterpanel.limit_api",
+    "jobs.api.usage": "jobs.usage.api",
+    "models_app.api.library": "models_app.api",
+    "models_app.api.plans": "models_app.api",
+    "models_app.api.deployments": "models_app.api_deployments",
+    "models_app.api.oncall": "models_app.api_oncall",
+    "models_app.api.uploads": "models_app.api_uploads",
+    "nodes.api.laptops": "nodes.api",
+    "nodes.api.actions": "nodes.api_actions",
+    "nodes.api.bulk": "nodes.api_bulk",
+    "nodes.api.scans": "nodes.api_scans",
+}
+
+
+class PanelApi(NinjaAPI):
+    def get_openapi_operation_id(self, operation) -> str:
+        module = operation.view_func.__module__
+        return f"{PUBLISHED_FROM.get(module, module)}_{operation.view_func.__name__}".replace(".", "_")
+
+
+api = PanelApi(
     title="clusterpanel", version="1", urls_namespace="api", auth=PanelAuth(), parser=SafeParser(),
     openapi_url="/schema/", docs_url="/docs/",
     description="Everything the panel's pages do, for scripts. Authenticate with `Authorization: Bearer "
@@ -33,20 +49,10 @@ api = NinjaAPI(
                 "completions, files, batches): point any OpenAI client at `<panel>/v1` with a token as its API "
                 "key. It follows OpenAI's own reference rather than this schema; docs/api.md describes both.")
 install_error_handlers(api)
-api.add_router("/jobs/", jobs, tags=["jobs"])
-api.add_router("/batches/", batches, tags=["batches"])
-api.add_router("/models/", models, tags=["models"])
-api.add_router("/models/", on_call, tags=["models"])
-api.add_router("/uploads/", uploads, tags=["models"])
-api.add_router("/plans/", plans, tags=["plans"])
-api.add_router("/deployments/", deployments, tags=["deployments"])
-api.add_router("/nodes/actions/", node_selections, tags=["laptops"])  # before /nodes/<name>/ would take it
-api.add_router("/nodes/scans/", node_scans, tags=["laptops"])
-api.add_router("/nodes/", nodes, tags=["laptops"])
-api.add_router("/nodes/", node_actions, tags=["laptops"])
-api.add_router("/tokens/", tokens, tags=["tokens"])
-api.add_router("/limits/", limits, tags=["limits"])
-api.add_router("/usage/", usage, tags=["usage"])
+api.add_router("/", accounts)
+api.add_router("/nodes/", nodes)
+api.add_router("/", models)
+api.add_router("/", jobs)
 
 
 def in_our_shape(response: HttpResponse) -> HttpResponse:

@@ -8,11 +8,11 @@ from django.db.models import Count, OuterRef, Prefetch, Q, Subquery
 from django.urls import reverse
 from django.utils import timezone
 
-from clusterpanel.natural import natural_sorted
+from clusterpanel.kit.natural import natural_sorted
 from jobs.models import Job, JobStatus
-from models_app.activity import engine_load
+from models_app.deploying.activity import engine_load
 from models_app.models import Deployment, DeploymentStage
-from nodes import metrics
+from nodes.metrics import store as metrics
 from nodes.models import ActionStatus, LinkCheck, Node, NodeAction, Probe
 
 SHOWN_USERS = 5
@@ -87,7 +87,7 @@ def held_layers() -> dict[int, list[str]]:
 
 def laptops() -> list:
     """Every laptop in natural order (hid5-2 before hid5-10), each with `held`: what it holds (held_layers), and
-    `flags`: on battery, throttling, on Wi-Fi (nodes/power.py), from its latest probe and sample."""
+    `flags`: on battery, throttling, on Wi-Fi (nodes/probing/power.py), from its latest probe and sample."""
     held = held_layers()
     newest = [Prefetch(name, queryset=newest_rows(model)) for name, model in (("probes", Probe),
                                                                              ("link_checks", LinkCheck))]
@@ -108,7 +108,7 @@ def newest_rows(model):
 def own_work(user) -> dict:
     """A plain user's dashboard: the models ready to use, their work in flight, their latest conversations
     and batches."""
-    from jobs.batching import batches as batch_counts
+    from jobs.batches import service as batch_counts
     from jobs.queue import queueing
 
     in_flight = list(Job.objects.filter(user=user, status__in=(JobStatus.QUEUED, JobStatus.RUNNING))

@@ -1,7 +1,7 @@
 """The demo `make run` brings up when it can: three simulated laptops, registered and probed, the
 bundled model split evenly across them, and that deployment the chat page's default.
 
-The laptops are network namespaces with their own sshd (nodes/simlan.py), so they
+The laptops are network namespaces with their own sshd (nodes/simlan/lan.py), so they
 need root; they are made fresh at each start (new host keys: the panel pins them itself,
 since it made them) and removed when the panel stops. The demo's earlier deployments
 go at each start (their jobs and conversations stay); `manage.py demo --reset` removes
@@ -12,11 +12,11 @@ from pathlib import Path
 
 from django.conf import settings
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import ActionKind, Node, NodeAction, NodeStatus
-from nodes.simlan import Lan, SimLan
+from nodes.simlan.lan import Lan, SimLan
 from nodes.tasks import run_action
 
 LAPTOPS, CTX = 3, 2048

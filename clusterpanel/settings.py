@@ -12,19 +12,19 @@ from redis.asyncio.retry import Retry as AsyncRetry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from clusterpanel.env import env_bool, env_int, env_list, env_secret, env_str
+from clusterpanel.kit.env import env_bool, env_int, env_list, env_secret, env_str
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 DATA_DIR = Path(env_str("DATA_DIR", str(BASE_DIR / "var"))).resolve()
 RUN_DIR = DATA_DIR / "run"
 
 SECRET_KEY = env_secret("SECRET_KEY", DATA_DIR / "secret_key")
-# The key of the SSH keys and passwords stored encrypted (clusterpanel/crypto.py), unless FERNET_KEY holds it.
+# The key of the SSH keys and passwords stored encrypted (clusterpanel/kit/crypto.py), unless FERNET_KEY holds it.
 # Keep it out of the data folder's backups, so one stolen backup is not database and key at once (README).
 FERNET_KEY_FILE = Path(env_str("FERNET_KEY_FILE", str(DATA_DIR / "fernet.key"))).resolve()
 DEBUG = env_bool("DEBUG", False)
-# Laptop passwords and private keys stay off error pages even with DEBUG on (clusterpanel/reporting.py).
-DEFAULT_EXCEPTION_REPORTER_FILTER = "clusterpanel.reporting.SecretsHiddenFilter"
+# Laptop passwords and private keys stay off error pages even with DEBUG on (clusterpanel/web/reporting.py).
+DEFAULT_EXCEPTION_REPORTER_FILTER = "clusterpanel.web.reporting.SecretsHiddenFilter"
 ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
 
@@ -57,7 +57,7 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
-    "clusterpanel.staleforms.StaleFormMiddleware",  # inside messages: it leaves one on its redirect
+    "clusterpanel.web.staleforms.StaleFormMiddleware",  # inside messages: it leaves one on its redirect
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out login into its page
 ]
@@ -113,8 +113,8 @@ SESSION_COOKIE_HTTPONLY = True
 # that pair is refused for LOGIN_COOLOFF_MINUTES. The pair, not the address alone (a lab behind one NAT) nor
 # the name alone (anyone could lock the admin out). Axes reads REMOTE_ADDR only: X-Forwarded-For is not
 # trusted, so a client cannot make up a new address per guess (see README, "Behind a proxy").
-# API tokens are not throttled: 256 random bits cannot be guessed (clusterpanel/models.py ApiToken).
-AUTHENTICATION_BACKENDS = ["clusterpanel.auth.LoginThrottle", "django.contrib.auth.backends.ModelBackend"]
+# API tokens are not throttled: 256 random bits cannot be guessed (clusterpanel/accounts/models.py ApiToken).
+AUTHENTICATION_BACKENDS = ["clusterpanel.accounts.auth.LoginThrottle", "django.contrib.auth.backends.ModelBackend"]
 AXES_FAILURE_LIMIT = env_int("LOGIN_FAILURE_LIMIT", 5)
 AXES_COOLOFF_TIME = timedelta(minutes=env_int("LOGIN_COOLOFF_MINUTES", 15))
 AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
@@ -156,7 +156,7 @@ STATICFILES_DIRS = [BASE_DIR / "static"]
 # as immutable for ten years; a changed file gets a new name. Unhashed names keep WhiteNoise's 60 s.
 STORAGES = {
     "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
-    "staticfiles": {"BACKEND": "clusterpanel.staticfiles.HashedStaticStorage"},
+    "staticfiles": {"BACKEND": "clusterpanel.web.staticfiles.HashedStaticStorage"},
 }
 MEDIA_ROOT = DATA_DIR / "media"
 
@@ -175,7 +175,7 @@ REDIS_URL = env_str("REDIS_URL") or _own_redis_url()
 # connections give up on any read after socket_timeout (also 5 s by default): left as they come, every page,
 # socket and request that waited on a quiet group died with a TimeoutError. A read must outlast the wait. A Redis
 # that really went away still shows at once (the connection closes), or after REDIS_READ_TIMEOUT_S when it just
-# stops answering. Tests make both short (clusterpanel/channel_layer.py), so their soaks outlast them in seconds.
+# stops answering. Tests make both short (clusterpanel/kit/channel_layer.py), so their soaks outlast them in seconds.
 CHANNEL_WAIT_S = env_int("CHANNEL_WAIT_S", RedisChannelLayer.brpop_timeout)
 if CHANNEL_WAIT_S < 1:
     raise SystemExit("CHANNEL_WAIT_S must be at least 1 (seconds).")
@@ -192,7 +192,7 @@ STREAM_KEEPALIVE_S = env_int("STREAM_KEEPALIVE_S", 10)
 if STREAM_KEEPALIVE_S < 1:
     raise SystemExit("STREAM_KEEPALIVE_S must be at least 1 (seconds).")
 # daphne pings each WebSocket this often and closes one whose browser has not answered within the timeout
-# (clusterpanel/webserver.py); tests make them short to soak an idle page past them.
+# (clusterpanel/web/webserver.py); tests make them short to soak an idle page past them.
 WEBSOCKET_PING_S = env_int("WEBSOCKET_PING_S", 20)
 WEBSOCKET_PING_TIMEOUT_S = env_int("WEBSOCKET_PING_TIMEOUT_S", 30)
 if not 1 <= WEBSOCKET_PING_S <= WEBSOCKET_PING_TIMEOUT_S:
@@ -214,7 +214,7 @@ for _allowed in METRICS_ALLOWED:
 # retry on a new connection costs nothing while Redis is up and fails as fast while it is down.
 CHANNEL_LAYERS = {
     "default": {
-        "BACKEND": "clusterpanel.channel_layer.ChannelLayer",
+        "BACKEND": "clusterpanel.kit.channel_layer.ChannelLayer",
         "CONFIG": {"wait_s": CHANNEL_WAIT_S, "hosts": [{"address": REDIS_URL, "socket_timeout": REDIS_READ_TIMEOUT_S,
                               "socket_connect_timeout": 5, "socket_keepalive": True,
                               "retry": AsyncRetry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))}]},
@@ -229,9 +229,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_SERIALIZER = "json"
 CELERY_RESULT_SERIALIZER = "json"
 CELERY_ACCEPT_CONTENT = ["json"]
-# Task modules besides each app's tasks.py: the LAN scan (nodes/refind.py) queues probes through
+# Task modules besides each app's tasks.py: the LAN scan (nodes/laptops/refind.py) queues probes through
 # nodes/tasks.py, which cannot import it back.
-CELERY_IMPORTS = ["nodes.refind"]
+CELERY_IMPORTS = ["nodes.laptops.refind"]
 # Redis hands an unacknowledged task to another worker after this long. It must outlast the longest task
 # (a deployment's prepare: runtime, caches and a verification load of up to 30 min): a task redelivered while it
 # still runs would run twice. Tasks of a worker that dies are settled when a worker starts (nodes/tasks.py).
@@ -239,7 +239,7 @@ CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": env_int("TASK_VISIBILIT
 CELERY_WORKER_PROC_ALIVE_TIMEOUT = 120  # an engine child settles interrupted jobs over SSH before it starts
 # Periodic work, sent by `celery beat` (one process: runpanel's beat, compose's beat service).
 CACHE_CLEAN_EVERY_S = env_int("CACHE_CLEAN_EVERY_S", 3600)
-# On-call models (models_app/oncall.py): how often idle ones are unloaded and waiting ones placed, and the
+# On-call models (models_app/oncall/service.py): how often idle ones are unloaded and waiting ones placed, and the
 # seconds in one of an admin's "idle minutes" (tests make it short).
 ONCALL_CHECK_EVERY_S = env_int("ONCALL_CHECK_EVERY_S", 30)
 ONCALL_IDLE_MINUTE_S = env_int("ONCALL_IDLE_MINUTE_S", 60)
@@ -249,7 +249,7 @@ ENGINE_STALLED_S = env_int("ENGINE_STALLED_S", 30)
 if ENGINE_STALLED_S < 1:
     raise SystemExit("ENGINE_STALLED_S must be at least 1 (seconds).")
 # How long a quick command on a laptop (an rpc-server's start, stop or state) may take before the laptop counts
-# as hanging (nodes/rpcserver.py); a laptop found at a new address is recovered after this long, once the
+# as hanging (nodes/servers/rpcserver.py); a laptop found at a new address is recovered after this long, once the
 # supervisor's round at its old address has given up (jobs/engine/moves.py). Tests make it short. A start gives
 # systemd-inhibit 5 s and the new server's pid 1 s more.
 LAPTOP_QUICK_COMMAND_S = env_int("LAPTOP_QUICK_COMMAND_S", 15)
@@ -262,7 +262,7 @@ CELERY_BEAT_SCHEDULE = {
 }
 
 # A laptop's rpc cache and downloads may take this share of the room they could have (what they hold plus the
-# free disk) unless its page sets a cap by hand (nodes/cachecap.py says why half).
+# free disk) unless its page sets a cap by hand (nodes/servers/cachecap.py says why half).
 CACHE_CAP_PERCENT = env_int("CACHE_CAP_PERCENT", 50)
 
 # How long an rpc-server's OpenMP threads spin for work before they sleep (libgomp's GOMP_SPINCOUNT, in
@@ -292,7 +292,7 @@ UPLOAD_CHUNK_BYTES = env_int("UPLOAD_CHUNK_BYTES", 8 << 20)
 UPLOAD_MAX_BYTES = env_int("UPLOAD_MAX_BYTES", 256 << 30)
 UPLOAD_MAX_AGE_HOURS = env_int("UPLOAD_MAX_AGE_HOURS", 24)
 
-# Request bodies: the web server refuses larger ones before reading them (clusterpanel/webserver.py,
+# Request bodies: the web server refuses larger ones before reading them (clusterpanel/web/webserver.py,
 # bodylimits.py). Without a session cookie or an API token, enough to log in; with one, a JSON body or a form
 # (Django applies the same limit), and on their own routes a model upload's chunk and a batch file.
 BODY_MAX_ANONYMOUS_BYTES = env_int("BODY_MAX_ANONYMOUS_BYTES", 64 << 10)
@@ -321,7 +321,7 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"refusals_in_one_line": {"()": "clusterpanel.reporting.RefusalsInOneLine"}},
+    "filters": {"refusals_in_one_line": {"()": "clusterpanel.web.reporting.RefusalsInOneLine"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": env_str("LOG_LEVEL", "INFO")},
     # paramiko logs each failed connection as an ERROR traceback, line by line; the panel says it in one line.

@@ -6,7 +6,7 @@ import redis
 from django.conf import settings
 from django.db import connection
 
-from clusterpanel import celery
+from clusterpanel.kit import celery
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ def check_workers() -> Check:
 
 
 def check_runtime() -> Check:
-    from nodes.runtime import RuntimeNotFound, find_bundle
+    from nodes.runtime.bundle import RuntimeNotFound, find_bundle
 
     try:
         bundle = find_bundle()
@@ -53,7 +53,7 @@ def check_runtime() -> Check:
 
 
 def check_model() -> Check:
-    from models_app.bundled import BundledModelMissing, bundled_model_path
+    from models_app.library.bundled import BundledModelMissing, bundled_model_path
 
     try:
         path = bundled_model_path()
@@ -63,7 +63,7 @@ def check_model() -> Check:
 
 
 def check_llama_cpu() -> Check:
-    from jobs.engine import cpucheck
+    from models_app.llamacpp import cpucheck
 
     name = "llama.cpp on this CPU"
     verdict = cpucheck.known()

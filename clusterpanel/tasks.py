@@ -2,7 +2,7 @@ import os
 
 from celery import shared_task
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 from clusterpanel.status import check_database
 
 

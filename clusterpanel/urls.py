@@ -2,7 +2,8 @@ from django.contrib import admin
 from django.contrib.auth import views as auth_views
 from django.urls import include, path
 
-from clusterpanel import api, token_views, user_views, views
+from clusterpanel import api, views
+from clusterpanel.accounts import token_views, user_views
 from jobs.api import scrape
 
 urlpatterns = [
@@ -13,7 +14,7 @@ urlpatterns = [
     path("nodes/", include("nodes.urls")),
     path("models/", include("models_app.urls")),
     path("chat/", include("jobs.chat.urls")),
-    path("jobs/batches/", include("jobs.batch.urls")),
+    path("jobs/batches/", include("jobs.batches.urls")),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", scrape.scrape, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),

@@ -6,7 +6,7 @@ from django.shortcuts import redirect, render
 from django.views import defaults
 
 from clusterpanel import status
-from clusterpanel.auth import lab_admin_required
+from clusterpanel.accounts.auth import lab_admin_required
 
 
 def landing(request: HttpRequest) -> HttpResponse:

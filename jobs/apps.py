@@ -6,10 +6,17 @@ class JobsConfig(AppConfig):
     verbose_name = "Jobs"
 
     def ready(self) -> None:
-        from nodes import holds, speed
+        from jobs import deployment_jobs
+        from models_app.deploying import jobs_above
+        from nodes.laptops import holds
+        from nodes.probing import speed
 
-        speed.run_with(run_bundled)
-        holds.answer(moved=laptop_moved)
+        jobs_above.verify.answer(deployment_jobs.verify)
+        jobs_above.in_flight.answer(deployment_jobs.in_flight)
+        jobs_above.slot_jobs.answer(deployment_jobs.slot_jobs)
+
+        speed.run_bundled.answer(run_bundled)
+        holds.moved.answer(laptop_moved)
 
 
 def run_bundled(endpoint: str, tokens: int) -> tuple[float, int]:

@@ -133,7 +133,7 @@ class Job(models.Model):
     started = models.DateTimeField(null=True, blank=True)
     first_token = models.DateTimeField(null=True, blank=True)
     finished = models.DateTimeField(null=True, blank=True)
-    # Seconds, written with the end (jobs/engine/runner.py), which adds them to the deployment's Tally too.
+    # Seconds, written with the end (jobs/engine/child.py), which adds them to the deployment's Tally too.
     time_to_first_token_s = models.FloatField(null=True, blank=True)
     duration_s = models.FloatField(null=True, blank=True)
     prompt_seconds = models.FloatField(null=True, blank=True)  # reading the prompt: joining the batch to first token

@@ -19,7 +19,7 @@ from prometheus_client.utils import floatToGoString
 from jobs.models import HISTOGRAM_BUCKETS, TALLIED_SECONDS, Batch, Job, JobStatus, Tally, Usage, awaiting_retry
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
-from nodes import metrics
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 
 BUCKETS = HISTOGRAM_BUCKETS

@@ -1,7 +1,9 @@
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
-from jobs.engine import child, runner, serve
+from jobs.engine import child as runner
+from jobs.engine import leftovers as child
+from jobs.engine import loop as serve
 from jobs.queue import failover, queueing
 
 
@@ -17,7 +19,7 @@ def settle_abandoned_on_start(**kwargs) -> None:
     """When an ordinary worker starts (the panel starts): deployments whose preparing process ended fail,
     then jobs left on deployments that are gone move to another replica or end."""
     if runner.deployment_id() is None:
-        from models_app import deploy  # imported here, like recovery below: tasks load in every worker
+        from models_app.deploying import deploy  # imported here, like recovery below: tasks load in every worker
 
         deploy.settle_interrupted()
         failover.rescue_abandoned()  # routed jobs waiting on them go to a replica that answers

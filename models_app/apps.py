@@ -6,8 +6,12 @@ class ModelsAppConfig(AppConfig):
     verbose_name = "Models"
 
     def ready(self) -> None:
-        from models_app import cache_use, holding
-        from nodes import holds
+        from models_app.deploying import cache_use, holding
+        from nodes.laptops import holds
 
-        holds.answer(holders=holding.holders, used_by=holding.used_by, forget_used=holding.forget_used,
-                     losing=holding.losing, cache_needs=cache_use.needs, cache_owners=cache_use.owners)
+        holds.holders.answer(holding.holders)
+        holds.used_by.answer(holding.used_by)
+        holds.forget_used.answer(holding.forget_used)
+        holds.losing.answer(holding.losing)
+        holds.cache_needs.answer(cache_use.needs)
+        holds.cache_owners.answer(cache_use.owners)

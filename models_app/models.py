@@ -4,9 +4,9 @@ from pathlib import Path
 from django.conf import settings
 from django.db import models
 
-from clusterpanel.routes import NotARoute
-from models_app import quantization
-from models_app.gguf_meta import ModelMetadata
+from clusterpanel.kit.url_names import NotARoute
+from models_app.gguf import quantization
+from models_app.gguf.meta import ModelMetadata
 from nodes.models import NodeStatus
 
 
@@ -40,7 +40,7 @@ class GgufModel(models.Model):
     file_type = models.CharField(max_length=40)
     layer_bytes = models.JSONField(default=list)
     other_tensors = models.JSONField(default=dict)
-    # {"file": {size, mtime_ns}, "tensors": {name: {hash, offset, size}}} (models_app/tensor_cache.py);
+    # {"file": {size, mtime_ns}, "tensors": {name: {hash, offset, size}}} (models_app/deploying/tensor_cache.py);
     # null until computed, which models registered before this field get on their first pre-seeded deployment.
     tensor_hashes = models.JSONField(null=True, blank=True)
     created = models.DateTimeField(auto_now_add=True)
@@ -95,10 +95,10 @@ class Deployment(models.Model):
     is_default = models.BooleanField(default=False, help_text="Offered first on the chat page.")
     engine = models.JSONField(default=dict, blank=True)  # the engine's state: loading progress, servers' pids
     verification = models.JSONField(default=dict, blank=True)  # the last "verify": distributed vs head-only
-    # The process preparing it ("<machine>:<pid>:<start time>", models_app/deploy.py): one that is gone
+    # The process preparing it ("<machine>:<pid>:<start time>", models_app/deploying/deploy.py): one that is gone
     # left it preparing or loading for good, and a worker starting on that machine ends it.
     preparing_by = models.CharField(max_length=200, blank=True)
-    # Made by the on-call scheduler (models_app/oncall.py), not by an admin: stopped when idle, evictable.
+    # Made by the on-call scheduler (models_app/oncall/service.py), not by an admin: stopped when idle, evictable.
     on_call = models.BooleanField(default=False)
 
     class Meta:
@@ -130,7 +130,7 @@ class Deployment(models.Model):
     def set_status(self, status: str, detail: str = "") -> None:
         """Record and announce a new state. Stopped is final: what fails after a stop (an engine losing the
         laptops the stop let go, recovery giving up) follows from it, and must not turn it into "Failed"."""
-        from clusterpanel.broadcast import broadcast
+        from clusterpanel.kit.broadcast import broadcast
 
         rows = Deployment.objects.filter(pk=self.pk)
         if status != DeploymentStatus.STOPPED:
@@ -207,7 +207,7 @@ class WhenShort(models.TextChoices):
 
 
 class OnCall(models.Model):
-    """A model loaded when a request names it and unloaded when idle (models_app/oncall.py)."""
+    """A model loaded when a request names it and unloaded when idle (models_app/oncall/service.py)."""
 
     model = models.OneToOneField(GgufModel, on_delete=models.CASCADE, related_name="on_call")
     any_laptop = models.BooleanField(default=True, help_text="Its pool is every ready laptop.")

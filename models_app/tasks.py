@@ -4,15 +4,15 @@ import time
 from celery import shared_task
 from django.db import transaction
 
-from clusterpanel.broadcast import broadcast
-from models_app import tensor_cache
+from clusterpanel.kit.broadcast import broadcast
+from models_app.deploying import tensor_cache
 from models_app.models import GgufModel, ModelStatus
 
 
 @shared_task(acks_late=True)
 def checksum(model_id: int) -> str:
     """sha256 of the model file, with progress, so deployments can tell files apart; then the FNV-1a
-    hashes of its big tensors, the names the rpc-servers' caches give them (models_app/tensor_cache.py)."""
+    hashes of its big tensors, the names the rpc-servers' caches give them (models_app/deploying/tensor_cache.py)."""
     model = GgufModel.objects.get(pk=model_id)
     digest, done, last = hashlib.sha256(), 0, 0.0
     try:
@@ -43,7 +43,7 @@ def report(model: GgufModel, progress: float | None = None, **fields) -> None:
 
 @shared_task(acks_late=True)
 def prepare_deployment(deployment_id: int, measure_peak: bool = False) -> str:
-    from models_app import deploy
+    from models_app.deploying import deploy
     from models_app.models import Deployment
 
     deployment = Deployment.objects.get(pk=deployment_id)

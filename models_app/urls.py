@@ -1,6 +1,8 @@
 from django.urls import path
 
-from models_app import oncall_views, plan_views, views
+from models_app.pages import model_views as views
+from models_app.pages import oncall_card as oncall_views
+from models_app.pages import plan_views
 
 app_name = "models"
 urlpatterns = [

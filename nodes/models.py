@@ -5,10 +5,11 @@ from django.core.validators import MaxValueValidator, MinValueValidator, RegexVa
 from django.db import models
 from django.utils import timezone
 
-from clusterpanel.broadcast import broadcast
-from clusterpanel.crypto import EncryptedTextField
-from clusterpanel.routes import NotARoute
-from nodes import logins, power, ssh
+from clusterpanel.kit.broadcast import broadcast
+from clusterpanel.kit.crypto import EncryptedTextField
+from clusterpanel.kit.url_names import NotARoute
+from nodes.probing import power
+from nodes.remote import logins, ssh
 
 HOST_KEY_FORMAT = RegexValidator(r"^(ssh-ed25519|ecdsa-sha2-nistp\d+|ssh-rsa) [A-Za-z0-9+/=]+$",
                                  "Not an SSH public host key.")
@@ -92,9 +93,9 @@ class Node(models.Model):
         help_text="Where the laptop goes in a pipeline: lower first, then by name. The plan page can reorder.")
     cache_cap = models.BigIntegerField(null=True, blank=True, help_text=(
         "Bytes the rpc cache and downloads may take on the laptop, set by hand; empty: a share of its disk "
-        "(settings.CACHE_CAP_PERCENT, nodes/cachecap.py)."))
+        "(settings.CACHE_CAP_PERCENT, nodes/servers/cachecap.py)."))
     cache_state = models.JSONField(default=dict, blank=True, help_text=(
-        "The cache as last listed (nodes/cleaning.py): its size and cap, the disk's free space, what it holds "
+        "The cache as last listed (nodes/servers/cleaning.py): its size and cap, the disk's free space, what it holds "
         "per model, and what the last clean removed."))
     status = models.CharField(max_length=20, choices=NodeStatus.choices, default=NodeStatus.NEW)
     status_detail = models.TextField(blank=True)
@@ -126,8 +127,8 @@ class Node(models.Model):
         return max(min(known) - self.memory_reserve, 0) if known else None
 
     def power_flags(self, sample: dict | None = None) -> list[dict]:
-        """What to warn about this laptop as a server: on battery, throttling, on Wi-Fi (nodes/power.py), from its
-        latest probe, `sample` (its newest 1 Hz sample) and its latest network check's round trip."""
+        """What to warn about this laptop as a server: on battery, throttling, on Wi-Fi (nodes/probing/power.py), from
+        its latest probe, `sample` (its newest 1 Hz sample) and its latest network check's round trip."""
         probe, link = self.probes.first(), self.link_checks.first()
         return power.flags(probe.facts if probe else None, sample, link.report.get("rtt_median_ms") if link else None)
 
@@ -345,7 +346,7 @@ class LinkCheck(models.Model):
 
 
 class LanScan(models.Model):
-    """One search of an address range for laptops that came back at another address (nodes/refind.py)."""
+    """One search of an address range for laptops that came back at another address (nodes/laptops/refind.py)."""
 
     addresses = models.CharField(max_length=100, help_text="The range as the admin gave it: a CIDR or first-last.")
     public = models.BooleanField(default=False, help_text="The admin allowed addresses outside private ranges.")

@@ -21,10 +21,13 @@ from django.db import DatabaseError, connections, transaction
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusterpanel import celery
-from clusterpanel.models import User
-from nodes import actions, cleaning, rpccache, ssh
+from clusterpanel.accounts.models import User
+from clusterpanel.kit import celery
+from nodes.actions import steps as actions
 from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus
+from nodes.remote import ssh
+from nodes.servers import cache as rpccache
+from nodes.servers import cleaning
 
 log = logging.getLogger(__name__)
 INTERRUPTED = "Interrupted: the worker stopped while it ran. Run it again."

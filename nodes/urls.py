@@ -1,6 +1,6 @@
 from django.urls import path
 
-from nodes import list_views, views
+from nodes.pages import list_views, views
 
 app_name = "nodes"
 urlpatterns = [

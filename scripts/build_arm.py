@@ -9,7 +9,7 @@ SVE or int8 matrix multiply take the later ones). No libllama and no wheel: the 
 (Debian 12's) knows no SME, so llama.cpp's two armv9.2 variants are left out; a CPU with SME takes armv8.6_2.
 
 Optional, like the Vulkan backend: `make run` does not wait for it; `make arm` and `make test` build it, once
-per source and flags, into runtime-<key>-aarch64/ beside the x86-64 bundle (nodes/runtime.py gives each laptop
+per source and flags, into runtime-<key>-aarch64/ beside the x86-64 bundle (nodes/runtime/bundle.py gives each laptop
 the bundle of its architecture). It downloads nothing but the source distribution the usual build fetches.
 
 Stdlib only. Prints the bundle's manifest path on the last line of stdout. On failure: the step that failed and

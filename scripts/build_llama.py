@@ -11,7 +11,7 @@ distribution serves two products:
   own libraries off, in seconds) with `libllama` and the same ggml libraries
   and CPU backends added to `llama_cpp/lib`. Head and laptops thus run the very
   same ggml and speak one RPC protocol version, and ggml is compiled once
-  (jobs/engine/llamacpp.py loads the CPU backend that fits the head's CPU).
+  (models_app/llamacpp/libllama.py loads the CPU backend that fits the head's CPU).
 
 One more product only on request (`--llama-server`), for the benchmarks:
 llama.cpp's own `llama-server`, built from the same vendored tree with RPC on,

@@ -33,7 +33,7 @@ declare -A PROVIDES=(
 )
 declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl
   [curl]=curl [jq]=jq  # curl and jq: scripts/upload-model, which a test runs
-  [qemu-aarch64-static]=qemu-user-static)  # the tests' ARM laptop (nodes/simarm.py)
+  [qemu-aarch64-static]=qemu-user-static)  # the tests' ARM laptop (nodes/simlan/arm.py)
 # The laptops' runtime for 64-bit ARM (scripts/build_arm.py): Debian's cross compiler, with arm64's libgomp.
 declare -A ARM_PROVIDES=([aarch64-linux-gnu-gcc]=gcc-aarch64-linux-gnu [aarch64-linux-gnu-g++]=g++-aarch64-linux-gnu)
 

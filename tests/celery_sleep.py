@@ -2,7 +2,7 @@
 
 import time
 
-from clusterpanel.celery import app
+from clusterpanel.kit.celery import app
 
 
 @app.task(name="tests.sleep")

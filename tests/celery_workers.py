@@ -10,7 +10,7 @@ from tests.conftest import ROOT, child_env, wait_until
 def start_worker(log: Path, *argv: str, env: dict | None = None) -> subprocess.Popen:
     """A worker on the test database and Redis, with no message left by earlier tests; returns once it says
     it is ready, which it says after its start-up hooks ran."""
-    from clusterpanel.celery import app
+    from clusterpanel.kit.celery import app
 
     app.control.purge()
     with open(log, "wb") as out:

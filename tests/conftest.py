@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from django.conf import settings
 
-from clusterpanel.models import Role, User
-from nodes.simlan import Lan, SimLanError
+from clusterpanel.accounts.models import Role, User
+from nodes.simlan.lan import Lan, SimLanError
 from tests import services
 from tests.emulated import arm_lan, lavapipe_lan  # noqa: F401 (fixtures: one ARM and one lavapipe laptop a run)
 
@@ -144,7 +144,7 @@ def ends_with_this_process() -> None:
 def start_web_server(env: dict[str, str], log) -> tuple[subprocess.Popen, str]:
     port = free_port()
     process = subprocess.Popen(
-        [sys.executable, "-m", "clusterpanel.webserver", "-b", "127.0.0.1", "-p", str(port),
+        [sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
          "clusterpanel.asgi:application"],
         cwd=ROOT, env=env, stdout=log, stderr=log, preexec_fn=ends_with_this_process,
     )
@@ -208,7 +208,7 @@ def celery_pool() -> list[str]:
 @pytest.fixture
 def celery_worker(transactional_db, celery_pool) -> Iterator[subprocess.Popen]:
     """A real Celery worker on the test Redis and the test database, with no work left by earlier tests."""
-    from clusterpanel.celery import app
+    from clusterpanel.kit.celery import app
 
     app.control.purge()
     process = subprocess.Popen(
@@ -289,6 +289,6 @@ def lan(lan_turn) -> Iterator[Callable[[int], Lan]]:
 
 @pytest.fixture(scope="session")
 def runtime_bundle():
-    from nodes.runtime import find_bundle
+    from nodes.runtime.bundle import find_bundle
 
     return find_bundle()

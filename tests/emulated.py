@@ -1,5 +1,5 @@
 """The emulated laptops, made once per test run (a pytest session; each pytest-xdist worker has its own) and removed
-at its end: `arm_lan`, whose laptop 1 runs aarch64 programs under qemu-user (nodes/simarm.py) and whose laptop 2
+at its end: `arm_lan`, whose laptop 1 runs aarch64 programs under qemu-user (nodes/simlan/arm.py) and whose laptop 2
 says it is riscv64 and runs nothing of the runtime; `lavapipe_lan`, whose laptop 1 has a GPU through Mesa's
 lavapipe (SimLan.give_vulkan_gpu). Each holds only what no plain laptop can be: a test that also needs x86-64
 laptops takes them from the run's own simulated LAN (`lan`, tests/conftest.py).
@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from nodes import simarm
+from nodes.simlan import arm as simarm
 from tests.services import lan_harness
 
 RISCV_UNAME = '#!/bin/sh\ncase "$1" in -m|-p|-i) echo riscv64 ;; *) exec /usr/bin/uname "$@" ;; esac\n'

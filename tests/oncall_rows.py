@@ -4,7 +4,7 @@ sizes, deployments planned onto them by the scheduler itself (nothing is prepare
 from itertools import count
 
 from models_app.models import Deployment, DeploymentStatus, GgufModel, ModelStatus
-from models_app.oncall import Settings, save
+from models_app.oncall.service import Settings, save
 from nodes.models import Node, NodeStatus
 from tests.rows import HOST_KEY
 

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterpanel.redis_server import RedisServer
+from clusterpanel.run.redis_server import RedisServer
 
 _state: dict = {}
 
@@ -72,7 +72,7 @@ def lan_harness(name: str, subnet: str):
     """A simulated LAN of this run's own, named and addressed by its slot."""
     from django.conf import settings
 
-    from nodes.simlan import SimLan
+    from nodes.simlan.lan import SimLan
 
     name, subnet = slotted(name, subnet)
     return SimLan(name, Path(settings.DATA_DIR) / "simlan", subnet=subnet)

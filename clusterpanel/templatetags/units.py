@@ -2,7 +2,7 @@
 
 from django import template
 
-from clusterpanel import units
+from clusterpanel.kit import units
 
 register = template.Library()
 

@@ -10,25 +10,25 @@ from django.http import HttpRequest
 from ninja import Field, File, Form, Query, Router, Schema, Status
 from ninja.files import UploadedFile
 
-from clusterpanel.apikit import (
+from clusterpanel.accounts.apiauth import caller, own_or_everyones
+from clusterpanel.kit.apikit import (
     DEFAULT_LIMIT,
     MAX_LIMIT,
     ApiError,
     Page,
-    caller,
     described_as_events,
     errors,
     event_stream,
     follow,
     form_refusal,
-    own_or_everyones,
     paged,
 )
 from jobs.api import inputs
 from jobs.api.inputs import InputError
-from jobs.batching import batches, output
-from jobs.batching.batchfile import FileRefused
-from jobs.batching.forms import BatchUploadForm
+from jobs.batches import output
+from jobs.batches import service as batches
+from jobs.batches.batchfile import FileRefused
+from jobs.batches.forms import BatchUploadForm
 from jobs.models import Batch
 from jobs.queue.queueing import QueueError
 

@@ -11,13 +11,14 @@ from django.contrib.auth.decorators import login_not_required
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.views.decorators.csrf import csrf_exempt
 
-from clusterpanel import apiauth
+from clusterpanel.accounts import apiauth
 from jobs.api import inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_views import refused
-from jobs.batching import batches, files, output
-from jobs.batching.batchfile import ENDPOINTS, FileRefused
-from jobs.batching.files import FileError
+from jobs.batches import files, output
+from jobs.batches import service as batches
+from jobs.batches.batchfile import ENDPOINTS, FileRefused
+from jobs.batches.files import FileError
 from jobs.models import ApiFile, Batch
 from jobs.queue.queueing import QueueError
 

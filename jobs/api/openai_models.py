@@ -4,8 +4,8 @@ on-call models that nothing serves, with their state."""
 from collections import Counter
 
 from jobs.queue import queueing
-from models_app import oncall
 from models_app.models import OnCall
+from models_app.oncall import service as oncall
 
 
 def model_list() -> list[dict]:

@@ -9,7 +9,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from prometheus_client.registry import CollectorRegistry
 
-from clusterpanel import apiauth
+from clusterpanel.accounts import apiauth
 from jobs.prometheus import PanelCollector
 
 

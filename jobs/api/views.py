@@ -7,7 +7,8 @@ from django.http import HttpRequest
 from ninja import Field, Query, Router, Schema, Status
 from pydantic import BeforeValidator, WithJsonSchema
 
-from clusterpanel.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, caller, errors, own_or_everyones, paged
+from clusterpanel.accounts.apiauth import caller, own_or_everyones
+from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, errors, paged
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError

@@ -5,7 +5,7 @@ import logging
 
 from channels.db import database_sync_to_async
 
-from clusterpanel.consumers import REDIS_AWAY, SOCKETS, PanelConsumer
+from clusterpanel.kit.consumers import REDIS_AWAY, SOCKETS, PanelConsumer
 from jobs.models import Job
 from jobs.queue import queueing, stream
 from jobs.queue.listen import REDIS_DOWN

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from markdown_it import MarkdownIt
 
-from jobs.chat import manage
+from jobs.chat import edits as manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
 from jobs.queue import admission, queueing, routing, wakeup

@@ -9,13 +9,14 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
-from clusterpanel import confirm
-from jobs.chat import conversations, manage
+from clusterpanel.kit import confirm
+from jobs.chat import conversations
+from jobs.chat import edits as manage
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
 from jobs.queue import admission, queueing
-from models_app import oncall
 from models_app.models import OnCall
+from models_app.oncall import service as oncall
 
 
 def own_conversation(request: HttpRequest, pk: int) -> Conversation:

@@ -1,50 +1,238 @@
-"""What an engine worker's child does when it starts, before it takes a job: settle what its predecessor left.
+"""The engine worker's child: one deployment's model kept loaded between jobs, and each job run on it.
 
-A job still RUNNING was interrupted — by a laptop whose rpc-server died (then the job fails naming it and is
-retried: this child reloads the same plan when every such server is running again, else the deployment is
-re-planned, jobs/engine/recovery.py), or by the engine itself (then the job runs again; its result was never
-stored). Jobs routed by model go to another replica of the model, if one answers, rather than wait for this
-one's reload or recovery (jobs/engine/recovery.py `hand_off`, jobs/queue/failover.py). Then every queued job's
-message is sent again, since some may have died with the predecessor.
+The child knows its deployment and revision from the environment its engine
+worker was started with (jobs/engine/workers.py). What it settles when it starts is in
+jobs/engine/leftovers.py.
 """
 
-from django.db import close_old_connections
+import logging
+import os
+import time
+import traceback
+from datetime import UTC, datetime
 
-from jobs import messages
-from jobs.engine import recovery, runner
+import redis
+from django.db import InterfaceError, OperationalError, close_old_connections, transaction
+from django.utils import timezone
+
+from clusterpanel.kit.broadcast import broadcast
+from jobs.engine.loaded_model import Engine, EngineError
+from jobs.engine.sequences import Outcome, Work
 from jobs.models import Job, JobStatus
-from jobs.queue import failover, queueing
-from models_app.models import Deployment
+from jobs.queue import queueing, stream
+from models_app.models import Deployment, DeploymentStatus
+
+log = logging.getLogger(__name__)
+ENV_DEPLOYMENT, ENV_REVISION = "CLUSTERPANEL_ENGINE_DEPLOYMENT", "CLUSTERPANEL_ENGINE_REVISION"
+FINISH_TRIES = 6  # about a minute of retries before a job's end is given up on (the engine's log says so)
+MAX_ENGINE_STOPS = 2  # an engine that died twice under the same job (no laptop to blame) gives up on it
 
 
-def on_child_start() -> None:
-    """Settle interrupted jobs, then re-send every queued job's message (some may have died with us)."""
+class State:
+    engine: Engine | None = None
+    retired = False  # this child's deployment changed under it: it takes no more jobs
+    out: stream.JobStream | None = None
+    cancels: stream.CancelWatch | None = None
+
+
+def deployment_id() -> int | None:
+    value = os.environ.get(ENV_DEPLOYMENT)
+    return int(value) if value else None
+
+
+def current(deployment: Deployment) -> bool:
+    return (not State.retired and deployment.pk == deployment_id()
+            and deployment.revision == int(os.environ.get(ENV_REVISION, "0"))
+            and deployment.status in queueing.USABLE)
+
+
+def warm_up(deployment_pk: int) -> None:
     close_old_connections()
-    deployment = Deployment.objects.filter(pk=runner.deployment_id()).first()
-    if deployment is None:
+    deployment = Deployment.objects.get(pk=deployment_pk)
+    if current(deployment):
+        engine_for(deployment)
+
+
+def engine_for(deployment: Deployment) -> Engine:
+    if State.engine is None:
+        State.out = State.out or stream.JobStream()
+        # listening before any job runs
+        State.cancels = State.cancels or stream.CancelWatch(State.out.redis, stream.new_work_channel(deployment.queue))
+        State.engine = load(deployment)
+    return State.engine
+
+
+def load(deployment: Deployment) -> Engine:
+    from models_app.deploying.deploy import endpoints, expected_devices
+
+    plan, last = deployment.plan, [0.0]
+    servers = {s.node.name: s.server.pid for s in deployment.stages.select_related("node", "server") if s.server}
+
+    def report(progress: float) -> None:
+        if progress >= 1.0 or time.monotonic() - last[0] > 0.3:
+            last[0] = time.monotonic()
+            set_engine(deployment, state="loading", progress=round(progress, 3))
+
+    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
+    engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
+                    deployment.ctx, expected_devices(plan), deployment.slots)
+    try:
+        engine.load(report)
+    except EngineError as exc:
+        set_engine(deployment, state="failed", detail=str(exc))
+        deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
+        State.retired = True
+        raise
+    set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
+               at=time.time())  # what a previous engine last reported is not this one's
+    return engine
+
+
+def set_engine(deployment: Deployment, **fields) -> None:
+    deployment.engine = {**deployment.engine, **fields}
+    Deployment.objects.filter(pk=deployment.pk).update(engine=deployment.engine)
+    broadcast(f"deployment_{deployment.pk}", "deployment.engine", deployment.engine)
+
+
+def start(job: Job, engine: Engine) -> Work:
+    """Tell listeners the claimed job runs; its work for the batcher (EngineError if it cannot run)."""
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
+    out = State.out
+    out.start(job.pk, job.attempts)
+    out.event(job.pk, "status", {"status": JobStatus.RUNNING})
+    if asked_before_listening(job):
+        State.cancels.asked.add(job.pk)
+    prompt, stops, dropped = job_prompt(engine, job, out)
+    job.dropped_messages = dropped
+    params = job.params
+    # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs read
+    # their prompts whole; a conversation on the chat page, or a sampled request, reuses a cached prefix.
+    reuse = bool(job.conversation_id) or (params.get("seed") is None and params["temperature"] > 0)
+    return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+
+
+def asked_before_listening(job: Job) -> bool:
+    """Whether the job was asked to stop before our watch was listening. Redis away, it was not: a cancel asked
+    meanwhile could not be stored either, and the job runs (its events wait for Redis in the stream) rather
+    than failing for an outage that costs it nothing."""
+    try:
+        return bool(State.out.redis.exists(queueing.cancel_key(job.pk)))
+    except (redis.RedisError, OSError) as exc:
+        log.info("job %s: could not ask Redis whether it was cancelled (%s); running it", job.pk, exc)
+        return False
+
+
+def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[int], list[str], int]:
+    if job.is_completion:
+        return engine.llm.tokenize(job.prompt.encode(), add_bos=True, special=False), [], 0
+    if job.conversation_id:
+        # A conversation on the chat page goes on however long it gets: what no longer fits is left out (and
+        # the page says so). A script's messages are taken as sent: too long is its error to see.
+        prompt, stops, dropped = engine.fitting_chat_prompt(job.messages, answer_room(job, engine.ctx))
+        if dropped:
+            out.event(job.pk, "context", {"dropped": dropped, "kept": len(job.messages) - dropped,
+                                          "ctx": engine.ctx})
+        return prompt, stops, dropped
+    prompt, stops = engine.chat_prompt(job.messages)
+    return prompt, stops, 0
+
+
+def outcome_fields(job: Job, outcome: Outcome) -> dict:
+    return {"output": outcome.text, "finish_reason": outcome.finish_reason,
+            "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
+            "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,
+            "cached_tokens": outcome.reused_tokens,
+            "first_token": (datetime.fromtimestamp(outcome.first_token_at, tz=UTC)
+                            if outcome.first_token_at else None)}
+
+
+def failed(job: Job, exc: Exception) -> None:
+    """A claimed job that could not run ends, saying why."""
+    if isinstance(exc, EngineError):  # ContextExceeded too: their messages are written for people
+        finish(job, JobStatus.FAILED, error=str(exc))
         return
-    interrupted = list(Job.objects.filter(deployment=deployment, status=JobStatus.RUNNING))
-    if interrupted:
-        runner.set_engine(deployment, state="restarting")  # routing sends no new job here until it has loaded
-        dead = recovery.dead_laptops(deployment)
-        if dead:
-            interrupted = recovery.hand_off(deployment, dead, interrupted)
-        if dead and not recovery.all_back(deployment, dead, interrupted):
-            runner.State.retired = True
-            recovery.laptops_died(deployment, dead, interrupted)
+    log.error("job %s failed", job.pk, exc_info=exc)
+    finish(job, JobStatus.FAILED, error=unexpected(exc))
+
+
+def unexpected(exc: Exception) -> str:
+    """A plain reason for a failure no code path expected; the engine worker's log has the traceback."""
+    if isinstance(exc, redis.RedisError):
+        return (f"The panel's Redis, which carries answers to you, did not answer ({exc}). "
+                "Send it again once Redis is back.")
+    if from_chat_template(exc):  # e.g. templates that insist user and assistant take turns
+        return f"The model's chat template refused these messages: {exc}"
+    if isinstance(exc, UnicodeError):
+        return f"The text is not valid Unicode, so the model cannot read it ({exc})."
+    return f"The job failed unexpectedly ({type(exc).__name__}: {exc}); the engine worker's log has the details."
+
+
+def from_chat_template(exc: Exception) -> bool:
+    """Raised while the model's own Jinja chat template ran (its `raise_exception`, or a Jinja error)."""
+    import jinja2  # llama-cpp-python's dependency, needed only where templates run
+
+    return isinstance(exc, jinja2.TemplateError) or any(
+        frame.f_code.co_filename == "<template>" for frame, _ in traceback.walk_tb(exc.__traceback__))
+
+
+def answer_room(job: Job, ctx: int) -> int:
+    """Tokens a conversation's prompt leaves for the answer: what was asked for, at most half the context."""
+    return min(job.params.get("max_tokens", 256), ctx // 2)
+
+
+def finish(job: Job, status: str, **fields) -> None:
+    """Store the outcome once: only the attempt that holds the job may write it."""
+    finished = timezone.now()
+    written = write_outcome(job, status=status, finished=finished, **fields,
+                            **job.seconds_to(finished, fields.get("first_token", job.first_token)))
+    if not written:
+        return
+    job.refresh_from_db()
+    tell_done(job)
+    try:
+        stream.store().delete(queueing.cancel_key(job.pk))
+    except redis.RedisError as exc:  # the key expires by itself
+        log.warning("could not forget job %s's cancel request: %s", job.pk, exc)
+    if job.batch_id:
+        broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": status})
+
+
+def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
+    """The guarded update that ends a job, tried again while the database refuses it (SQLite locked past its
+    timeout, PostgreSQL restarting): given up, the job would stay RUNNING under an engine that goes on to the
+    next. Guarded, so a try that did land is never written twice."""
+    tokens = tokens_of(job, fields)  # before the transaction: a Redis read must not hold the database's lock
+    for attempt in range(1, tries + 1):
+        try:
+            with transaction.atomic():  # counted in /metrics exactly when it ends
+                holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
+                written = holding.update(**fields)
+                if written:
+                    queueing.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
+                return written
+        except (OperationalError, InterfaceError) as exc:
+            if attempt == tries:
+                raise
+            log.warning("job %s: could not store its end (%s); trying again", job.pk, exc)
+            close_old_connections()
+            time.sleep(min(2 ** attempt, 30))
+    return 0
+
+
+def tokens_of(job: Job, fields: dict) -> int | None:
+    """What the job generated: its count when it finished, else (failed mid-answer) the tokens its stream holds,
+    which /metrics counted while it ran and must not take back."""
+    if fields.get("completion_tokens") is not None:
+        return fields["completion_tokens"]
+    return queueing.tokens_streamed(job)
+
+
+def tell_done(job: Job) -> None:
+    """The job's last event. Through the channel layer when the job's stream could not confirm it (Redis
+    failed it a moment ago): no listener is left waiting for an end that already came."""
+    if State.out:
+        State.out.event(job.pk, "done", job.summary())
+        if State.out.flush():
             return
-        if not dead:
-            run_again(interrupted)
-            failover.move_waiting(deployment, "its engine stopped and reloads the model")
-    messages.load_engine(deployment.pk, deployment.queue)  # loading shows before the first job
-    queueing.wake_all(deployment)
-
-
-def run_again(interrupted: list[Job]) -> None:
-    """Jobs the engine itself stopped under (no laptop to blame) run again, up to MAX_ENGINE_STOPS times."""
-    for job in interrupted:
-        if job.attempts >= runner.MAX_ENGINE_STOPS:
-            runner.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
-                                                       "see the engine worker's log.")
-        else:
-            queueing.requeue(job)
+    stream.announce_done(job)

@@ -1,6 +1,6 @@
 """Which of the laptops that failed a deployment's jobs are back by the time recovery re-plans it.
 
-The supervisor restarts a dead rpc-server within seconds (nodes/supervisor.py), so by the time recovery plans,
+The supervisor restarts a dead rpc-server within seconds (nodes/servers/supervisor.py), so by the time recovery plans,
 the laptop of a killed server usually serves again: it keeps its place, and the model its layers where they
 were. Not kept: a laptop that does not answer, one whose server the supervisor could not start, and one whose
 server dies again within KEEP_AGAIN_AFTER_S of being kept (the kernel's out-of-memory kill is the same signal 9
@@ -10,8 +10,9 @@ as a kill by hand, and keeping such a laptop would fail every job that runs on i
 import time
 
 from models_app.models import Deployment
-from nodes import rpcserver, ssh
 from nodes.models import RpcServer, ServerStatus
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 
 BACK_WITHIN_S = 10.0  # how long a re-plan waits for the supervisor to restart a dead laptop's rpc-server
 KEEP_AGAIN_AFTER_S = 600.0

@@ -1,14 +1,14 @@
-"""What a laptop found at a new address (nodes/refind.py) sets going for the deployments holding it: what a
+"""What a laptop found at a new address (nodes/laptops/refind.py) sets going for the deployments holding it: what a
 laptop that drops sets going. Its engine's connections went to the old address, so a ready deployment is
 marked degraded (the supervisor stops its engine) and recovered (jobs/engine/recovery.py): recovery waits for
 the laptop's rpc-server, which the supervisor restarts at the new address, keeps the plan when it runs there,
-and re-plans without the laptop when it does not. jobs/apps.py hands it to nodes/holds.py."""
+and re-plans without the laptop when it does not. jobs/apps.py hands it to nodes/laptops/holds.py."""
 
 from django.db import transaction
 
-from jobs import messages
+from jobs import task_messages as messages
 from models_app.models import Deployment, DeploymentStatus
-from nodes import rpcserver
+from nodes.servers import rpcserver
 
 
 def settle_s() -> float:

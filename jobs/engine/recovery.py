@@ -18,16 +18,18 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from clusterpanel.broadcast import broadcast
-from jobs import messages
-from jobs.engine import comeback, runner
+from clusterpanel.kit.broadcast import broadcast
+from jobs import task_messages as messages
+from jobs.engine import child as runner
+from jobs.engine import comeback
 from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
 from jobs.queue import failover, queueing, routing, stream
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
-from models_app.planning import PlanningError, as_record, make_plan
-from nodes import rpcserver, ssh
+from models_app.planning.records import PlanningError, as_record, make_plan
 from nodes.models import RpcServer
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 
 log = logging.getLogger(__name__)
 NO_ANSWER = "it does not answer over SSH"

@@ -1,13 +1,13 @@
-"""The model's half of Measure speed (nodes/speed.py holds the laptop's): the bundled model decoded greedily
+"""The model's half of Measure speed (nodes/probing/speed.py holds the laptop's): the bundled model decoded greedily
 through one rpc-server, its tokens per second and the bytes each token reads. jobs/apps.py hands it to
-nodes/speed.py when the app starts."""
+nodes/probing/speed.py when the app starts."""
 
-from jobs.engine import oneshot
-from jobs.engine.llamacpp import LlamaCppError
-from models_app.bundled import bundled_model_path
-from models_app.gguf_meta import read_metadata
-from models_app.planner import shape_of
-from nodes.speed import SpeedError
+from models_app.gguf.meta import read_metadata
+from models_app.library.bundled import bundled_model_path
+from models_app.llamacpp import oneshot
+from models_app.llamacpp.libllama import LlamaCppError
+from models_app.planning.planner import shape_of
+from nodes.probing.speed import SpeedError
 
 PROMPT = "<|im_start|>user\nCount from one to twenty.<|im_end|>\n<|im_start|>assistant\n"
 

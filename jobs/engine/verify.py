@@ -10,21 +10,18 @@ import time
 
 from django.utils import timezone
 
-from jobs.engine import oneshot
-from jobs.engine.llamacpp import LlamaCppError
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing, stream
+from models_app.deploying.jobs_above import NotVerifiable
+from models_app.llamacpp import oneshot
+from models_app.llamacpp.libllama import LlamaCppError
 from models_app.models import Deployment
-from models_app.planning import head_machine
+from models_app.planning.records import head_machine
 
 PROMPT = [{"role": "user", "content": "List the planets of the solar system in order, one per line."}]
 TOKENS = 48
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": TOKENS, "stop": [],
-          "alone": True}  # by itself (jobs/engine/serve.py): beside others, batched arithmetic may part from the head
-
-
-class NotVerifiable(ValueError):
-    status = 409
+          "alone": True}  # by itself (jobs/engine/loop.py): beside others, batched arithmetic may part from the head
 
 
 class NoWorkerReached(NotVerifiable):
@@ -38,7 +35,7 @@ def ask(deployment: Deployment, user=None) -> None:
                             f"{deployment.get_status_display().lower()}.")
     from kombu.exceptions import OperationalError
 
-    from jobs import messages
+    from jobs import task_messages as messages
 
     started = {"started": timezone.now().isoformat()}
     save(deployment, {**started, "result": "running"})
@@ -95,7 +92,7 @@ def compare(distributed: list[str], reference: list[str]) -> dict:
 
 def save(deployment: Deployment, report: dict) -> dict:
     Deployment.objects.filter(pk=deployment.pk).update(verification=report)
-    from clusterpanel.broadcast import broadcast
+    from clusterpanel.kit.broadcast import broadcast
 
     broadcast(f"deployment_{deployment.pk}", "deployment.verification", report)
     return report

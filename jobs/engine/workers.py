@@ -16,7 +16,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from jobs.engine.runner import ENV_DEPLOYMENT, ENV_REVISION
+from jobs.engine.child import ENV_DEPLOYMENT, ENV_REVISION
 from jobs.queue import failover, queueing
 from models_app.models import Deployment, DeploymentStatus
 

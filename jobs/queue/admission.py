@@ -1,7 +1,7 @@
 """Fair use: whether a person, and the API token they came with, may queue another job now; and which batch
 items wait for their owner's tokens of the day.
 
-The limits (clusterpanel/limits.py says whose each is) are checked where people ask for answers — the chat
+The limits (clusterpanel/accounts/limits.py says whose each is) are checked where people ask for answers — the chat
 page, POST /api/jobs/, /v1/chat/completions and /v1/completions — once a request's input is found good:
 
 - concurrent jobs: their chats and requests waiting or running, read from the database. Batch items are not
@@ -19,9 +19,9 @@ from datetime import UTC, datetime, timedelta
 
 from django.db.models import Q, Sum
 
-from clusterpanel import limits
-from clusterpanel.limits import InForce
-from clusterpanel.models import ApiToken, LabLimits, User
+from clusterpanel.accounts import limits
+from clusterpanel.accounts.limits import InForce
+from clusterpanel.accounts.models import ApiToken, LabLimits, User
 from jobs.models import Job, JobStatus, Usage, utc_today
 from jobs.queue import ratewindow
 

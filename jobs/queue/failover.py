@@ -12,7 +12,7 @@ replica to go to: they wait for recovery as before, or fail with their deploymen
 
 import logging
 
-from clusterpanel.broadcast import broadcast
+from clusterpanel.kit.broadcast import broadcast
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing, routing, stream
 from models_app.models import Deployment

@@ -24,7 +24,7 @@ from channels.layers import get_channel_layer
 from django.conf import settings
 from redis.exceptions import RedisError
 
-from clusterpanel.outage import Outage
+from clusterpanel.kit.outage import Outage
 from jobs.models import Job
 from jobs.queue import stream
 

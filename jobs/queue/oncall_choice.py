@@ -15,11 +15,12 @@ from django.db.models import Exists, Max, OuterRef, Subquery
 from django.db.models.functions import Coalesce
 from django.utils import timezone
 
-from clusterpanel.units import size
+from clusterpanel.kit.units import size
 from jobs.models import Job, JobStatus
-from models_app import fit, oncall, planner
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, OnCall, OnCallEvent
-from models_app.planning import PlanningError, head_machine, read_machines
+from models_app.oncall import service as oncall
+from models_app.planning import fit, planner
+from models_app.planning.records import PlanningError, head_machine, read_machines
 from nodes.models import Node
 
 HOLDING = (DeploymentStatus.PLANNED, *Deployment.ACTIVE)  # a planned deployment's stages hold their laptops too

@@ -25,8 +25,8 @@ from django.db.models.functions import Coalesce, RowNumber
 from django.utils import timezone
 from redis.exceptions import RedisError
 
-from clusterpanel.broadcast import broadcast
-from jobs import messages
+from clusterpanel.kit.broadcast import broadcast
+from jobs import task_messages as messages
 from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally, Usage
 from jobs.queue import admission, stream
 from models_app.models import Deployment, DeploymentStatus

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import redis
 
-from clusterpanel.outage import Outage
+from clusterpanel.kit.outage import Outage
 from jobs.queue import stream
 
 log = logging.getLogger(__name__)

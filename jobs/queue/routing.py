@@ -48,7 +48,7 @@ from django.utils import timezone
 
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing
-from models_app.activity import STALE_S, number, whole
+from models_app.deploying.activity import STALE_S, number, whole
 from models_app.models import Deployment, DeploymentStatus
 
 DEFAULT_TOKENS = 256  # a request's tokens when it does not say (jobs/params.py's max_tokens default)

@@ -25,8 +25,8 @@ from django.conf import settings
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from clusterpanel.broadcast import broadcast
-from clusterpanel.outage import Outage
+from clusterpanel.kit.broadcast import broadcast
+from clusterpanel.kit.outage import Outage
 
 log = logging.getLogger(__name__)
 
@@ -284,7 +284,7 @@ CANCEL_CHANNEL = "jobs:cancel"
 
 
 def new_work_channel(queue: str) -> str:
-    """Where a new job for the engine on `queue` is announced (jobs/messages.py), besides its Celery message,
+    """Where a new job for the engine on `queue` is announced (jobs/task_messages.py), besides its Celery message,
     which the engine's worker does not read while its engine is running jobs."""
     return f"{queue}:new"
 

@@ -8,7 +8,8 @@ is "wait" (or every laptop it could use is held by deployments with jobs), a dep
 and waits, saying for what, until the look-after can place it. Under "evict" the least recently used idle
 on-call deployments are stopped first; one with jobs never is (`stop_if_idle` checks again as it stops). A load
 that fails ends the jobs waiting for it, saying why. Every load, unload and eviction is recorded with when and
-why (models_app/oncall.py `record`), and `state_words` says where a job's deployment stands, for clients that wait.
+why (models_app/oncall/service.py `record`), and `state_words` says where a job's deployment stands, for clients that
+wait.
 """
 
 import logging
@@ -22,13 +23,14 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
 
-from jobs import messages
+from jobs import task_messages as messages
 from jobs.models import Job, JobStatus
 from jobs.queue import failover, queueing
 from jobs.queue.oncall_choice import BUSY, Choice, Room, choose, idle_too_long, last_used
-from models_app import deploy, oncall
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent, WhenShort
 from models_app.models import OnCallEventKind as Kind
+from models_app.oncall import service as oncall
 
 log = logging.getLogger(__name__)
 UNPREPARED_S = 60  # a woken deployment not yet prepared after this long has lost its message; a waiting one this

@@ -8,7 +8,7 @@ from datetime import date, timedelta
 from django.db.models import Sum
 from django.http import HttpResponse
 
-from jobs.batching.output import inert
+from jobs.batches.output import inert
 from jobs.models import Usage, utc_today
 
 DEFAULT_DAYS = 30

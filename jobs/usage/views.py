@@ -4,8 +4,8 @@ everyone's (or one person's); anyone else their own, with the limits that hold f
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from clusterpanel import limits
-from clusterpanel.models import User
+from clusterpanel.accounts import limits
+from clusterpanel.accounts.models import User
 from jobs.models import Usage
 from jobs.usage import report
 

@@ -5,7 +5,7 @@ from django.db import migrations, models
 
 def read_widths(apps, schema_editor):
     """Models registered before the width was read: read it from their files (a missing file keeps 0)."""
-    from models_app.gguf_meta import GGUFError, read_metadata
+    from models_app.gguf.meta import GGUFError, read_metadata
 
     for model in apps.get_model("models_app", "GgufModel").objects.filter(n_ff=0):
         try:

@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import clusterpanel.routes
+import clusterpanel.kit.url_names
 
 
 class Migration(migrations.Migration):
@@ -15,6 +15,6 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='ggufmodel',
             name='name',
-            field=models.SlugField(max_length=80, unique=True, validators=[clusterpanel.routes.NotARoute('models')]),
+            field=models.SlugField(max_length=80, unique=True, validators=[clusterpanel.kit.url_names.NotARoute('models')]),
         ),
     ]

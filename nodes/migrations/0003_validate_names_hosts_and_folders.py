@@ -2,7 +2,7 @@
 
 from django.db import migrations, models
 
-import clusterpanel.routes
+import clusterpanel.kit.url_names
 import nodes.models
 
 
@@ -27,7 +27,7 @@ class Migration(migrations.Migration):
         migrations.AlterField(
             model_name='node',
             name='name',
-            field=models.SlugField(max_length=40, unique=True, validators=[clusterpanel.routes.NotARoute('nodes')]),
+            field=models.SlugField(max_length=40, unique=True, validators=[clusterpanel.kit.url_names.NotARoute('nodes')]),
         ),
         migrations.AlterField(
             model_name='node',

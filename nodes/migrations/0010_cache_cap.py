@@ -13,12 +13,12 @@ class Migration(migrations.Migration):
         migrations.AddField(
             model_name='node',
             name='cache_cap',
-            field=models.BigIntegerField(blank=True, help_text='Bytes the rpc cache and downloads may take on the laptop, set by hand; empty: a share of its disk (settings.CACHE_CAP_PERCENT, nodes/cachecap.py).', null=True),
+            field=models.BigIntegerField(blank=True, help_text='Bytes the rpc cache and downloads may take on the laptop, set by hand; empty: a share of its disk (settings.CACHE_CAP_PERCENT, nodes/servers/cachecap.py).', null=True),
         ),
         migrations.AddField(
             model_name='node',
             name='cache_state',
-            field=models.JSONField(blank=True, default=dict, help_text="The cache as last listed (nodes/cleaning.py): its size and cap, the disk's free space, what it holds per model, and what the last clean removed."),
+            field=models.JSONField(blank=True, default=dict, help_text="The cache as last listed (nodes/servers/cleaning.py): its size and cap, the disk's free space, what it holds per model, and what the last clean removed."),
         ),
         migrations.AlterField(
             model_name='nodeaction',

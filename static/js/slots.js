@@ -1,6 +1,6 @@
 // The engine's slots on the deployment page (drawn as templates/models_app/slots.html draws them): busy and
 // free boxes with their count in words, the jobs in them, and the tokens/s generated over all of them.
-const STALE_S = 5;  // as models_app/activity.py: an older tokens/s means nothing has generated since
+const STALE_S = 5;  // as models_app/deploying/activity.py: an older tokens/s means nothing has generated since
 const root = document.getElementById("slots");
 // The engine stamps `at` with the server's clock, not this browser's: measure ages on the server's.
 const skew = Number(root.dataset.now) - Date.now() / 1000;

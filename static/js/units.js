@@ -1,4 +1,4 @@
-// Sizes as the whole panel writes them (clusterpanel/units.py): binary units named as such, one decimal from
+// Sizes as the whole panel writes them (clusterpanel/kit/units.py): binary units named as such, one decimal from
 // GiB up, so a laptop's memory reads the same in a chart's hover, a table and a Python-rendered page.
 export const KiB = 2 ** 10;
 export const MiB = 2 ** 20;

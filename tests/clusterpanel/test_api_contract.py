@@ -24,7 +24,7 @@ import schemathesis
 from schemathesis.generation.modes import GenerationMode
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from tests.jobs.standins import ready_deployment
 
 pytestmark = pytest.mark.timeout(1200)

@@ -5,7 +5,7 @@ actions too, which once answered everything at once (or the 50 latest actions) w
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import GgufModel, Upload
 from nodes.models import ActionKind, Node, NodeAction
 from tests.rows import HOST_KEY

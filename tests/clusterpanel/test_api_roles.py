@@ -8,8 +8,8 @@ import re
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken, Role, User
-from jobs.batching import files
+from clusterpanel.accounts.models import ApiToken, Role, User
+from jobs.batches import files
 from jobs.models import Batch, Job, JobKind
 from nodes.models import Node, NodeAction, RpcServer
 from tests.jobs.standins import ready_deployment

@@ -6,7 +6,7 @@ from django.conf import settings
 from django.db import connection
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from tests.conftest import PASSWORD
 
 

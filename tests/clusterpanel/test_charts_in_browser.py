@@ -6,9 +6,9 @@ import time
 
 import pytest
 
-from clusterpanel.models import Role, User
-from models_app.library import ensure_bundled
-from nodes import metrics
+from clusterpanel.accounts.models import Role, User
+from models_app.library.adding import ensure_bundled
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus, Probe
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD

@@ -6,8 +6,8 @@ and stops, and comes back with its samples."""
 import threading
 import time
 
-from clusterpanel.broadcast import broadcast
-from nodes import metrics
+from clusterpanel.kit.broadcast import broadcast
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus
 from tests.a11y import violations
 from tests.browser import browser_page, log_in

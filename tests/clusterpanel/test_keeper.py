@@ -1,4 +1,4 @@
-"""make run's process keeper (clusterpanel/keeper.py) with real processes and its back-offs shortened: a process
+"""make run's process keeper (clusterpanel/run/keeper.py) with real processes and its back-offs shortened: a process
 that stops is started again, saying why and when; a stop ends every process and what each started, also one
 that ignores SIGTERM, and also when it comes before every process has started."""
 
@@ -7,8 +7,8 @@ import re
 import sys
 import threading
 
-from clusterpanel.keeper import Keeper
-from nodes.simlan import is_running
+from clusterpanel.run.keeper import Keeper
+from nodes.simlan.lan import is_running
 from tests.clusterpanel.test_runpanel import still_running
 from tests.conftest import wait_until
 

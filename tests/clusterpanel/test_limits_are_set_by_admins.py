@@ -6,7 +6,7 @@ import json
 
 from django.test import Client
 
-from clusterpanel.models import ApiToken, LabLimits, User
+from clusterpanel.accounts.models import ApiToken, LabLimits, User
 from tests.rows import client_for
 
 BAD = [("0", "1 or more"), ("-3", "1 or more"), ("ten", "whole number"), ("2.5", "whole number")]

@@ -2,7 +2,7 @@
 
 import random
 
-from clusterpanel.natural import natural_key, natural_sorted
+from clusterpanel.kit.natural import natural_key, natural_sorted
 
 
 def test_numbers_in_names_compare_as_numbers():

@@ -3,7 +3,7 @@ under a decimal name ("23.6 GB" in Facts, "23.6 GiB" in the probe's result)."""
 
 import re
 
-from clusterpanel.units import size
+from clusterpanel.kit.units import size
 from nodes.models import Node, Probe
 from tests.conftest import PASSWORD
 from tests.nodes.test_doctor import KEY, TROUBLED

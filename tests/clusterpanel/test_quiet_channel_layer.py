@@ -11,7 +11,7 @@ import sys
 from asgiref.sync import async_to_sync
 from django.conf import settings
 
-from clusterpanel.channel_layer import ChannelLayer
+from clusterpanel.kit.channel_layer import ChannelLayer
 
 WAIT_S, READ_TIMEOUT_S = 1, 2
 QUIET_S = 3 * READ_TIMEOUT_S
@@ -45,7 +45,7 @@ def test_it_delivers_a_message_that_comes_after_a_long_silence():
 
 
 def test_the_panels_layer_waits_as_the_settings_say():
-    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "clusterpanel.channel_layer.ChannelLayer"
+    assert settings.CHANNEL_LAYERS["default"]["BACKEND"] == "clusterpanel.kit.channel_layer.ChannelLayer"
     assert short_layer().brpop_timeout == WAIT_S
     assert ChannelLayer(**settings.CHANNEL_LAYERS["default"]["CONFIG"]).brpop_timeout == settings.CHANNEL_WAIT_S
 

@@ -10,9 +10,9 @@ from datetime import datetime
 import pytest
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from clusterpanel import broadcast
-from clusterpanel.webserver import DebugAccessLog
-from nodes import ssh
+from clusterpanel.kit import broadcast
+from clusterpanel.web.webserver import DebugAccessLog
+from nodes.remote import ssh
 from tests.conftest import PASSWORD
 
 
@@ -37,11 +37,11 @@ def layer(monkeypatch) -> Layer:
 
 
 def said(caplog, level=logging.INFO) -> list[str]:
-    return [r.getMessage() for r in caplog.records if r.name == "clusterpanel.broadcast" and r.levelno >= level]
+    return [r.getMessage() for r in caplog.records if r.name == "clusterpanel.kit.broadcast" and r.levelno >= level]
 
 
 def test_redis_still_starting_is_not_a_warning_and_an_outage_is_said_once(layer, caplog):
-    caplog.set_level(logging.DEBUG, logger="clusterpanel.broadcast")
+    caplog.set_level(logging.DEBUG, logger="clusterpanel.kit.broadcast")
     for _ in range(3):
         broadcast.broadcast("dashboard", "dashboard.metrics", {})
     assert said(caplog) == [] and len(said(caplog, logging.DEBUG)) == 3

@@ -14,8 +14,8 @@ import pytest
 import requests
 from django.conf import settings
 
-from clusterpanel.redis_server import port_is_free
-from nodes.simlan import is_running
+from clusterpanel.run.redis_server import port_is_free
+from nodes.simlan.lan import is_running
 from tests.conftest import free_port, wait_for_port
 from tests.services import slotted
 
@@ -171,7 +171,7 @@ def test_it_refuses_a_web_port_already_taken(tmp_path):
 
 
 def test_it_moves_its_redis_when_the_usual_port_is_taken(tmp_path):
-    from clusterpanel.redis_server import PREFERRED_PORT, choose_port
+    from clusterpanel.run.redis_server import PREFERRED_PORT, choose_port
 
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

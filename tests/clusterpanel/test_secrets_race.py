@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 from cryptography.fernet import Fernet
 
-from clusterpanel.crypto import stored_key
-from clusterpanel.env import EmptySecretFile, env_secret
+from clusterpanel.kit.crypto import stored_key
+from clusterpanel.kit.env import EmptySecretFile, env_secret
 
 PROCESSES = 8
 ROUNDS = 100

@@ -4,7 +4,7 @@ page, and names nothing of what went wrong; a person still gets the page."""
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from tests.conftest import PASSWORD
 
 SECRET = "a detail only the log may hold"
@@ -29,7 +29,7 @@ def test_v1_answers_a_500_in_openais_shape(client, monkeypatch):
 
 
 def test_the_rest_api_answers_a_500_in_its_shape(client, monkeypatch):
-    monkeypatch.setattr("models_app.api.model_row", broken)
+    monkeypatch.setattr("models_app.api.library.model_row", broken)
     from models_app.models import GgufModel
 
     GgufModel.objects.create(name="m", path="/nonexistent/m.gguf", size=1, architecture="llama", n_layer=1,

@@ -12,7 +12,7 @@ from django.test import Client
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import connect
 
-from clusterpanel.consumers import REDIS_AWAY
+from clusterpanel.kit.consumers import REDIS_AWAY
 from jobs.models import Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
 from tests.services import redis_down

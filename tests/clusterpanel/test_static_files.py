@@ -7,8 +7,8 @@ import re
 import requests
 from django.test import Client
 
-from clusterpanel.models import Role, User
-from models_app.library import ensure_bundled
+from clusterpanel.accounts.models import Role, User
+from models_app.library.adding import ensure_bundled
 from tests.conftest import PASSWORD
 
 FOREVER = 365 * 24 * 3600

@@ -8,7 +8,7 @@ import pytest
 from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from tests.clusterpanel.test_api_tokens import logged_in
 
 

@@ -4,7 +4,7 @@ always keeps an active lab admin. Errors come as pages of the panel, with a way 
 
 from django.test import Client
 
-from clusterpanel.models import ApiToken, Role, User
+from clusterpanel.accounts.models import ApiToken, Role, User
 from tests.conftest import PASSWORD
 
 

@@ -1,5 +1,5 @@
 """A Celery worker whose Redis went away while it held tasks survives closing its broken connection
-(clusterpanel/worker_faults.py): kombu's channel, closed after its connection, no longer dies handing back its
+(clusterpanel/kit/worker_faults.py): kombu's channel, closed after its connection, no longer dies handing back its
 messages, and Redis still has them to give out again. Real Redis, kombu's own Redis transport."""
 
 import logging
@@ -16,7 +16,7 @@ import redis
 from django.conf import settings
 from kombu import Connection, Exchange, Queue
 
-from clusterpanel.celery import app  # installs the fix, as in every worker
+from clusterpanel.kit.celery import app  # installs the fix, as in every worker
 from tests.conftest import ROOT, child_env, wait_until
 
 QUEUE = f"worker-faults-{uuid.uuid4().hex[:8]}"
@@ -60,7 +60,7 @@ def test_a_channel_closed_after_its_connection_keeps_its_message_in_redis_and_sa
     connection, channel, _ = holding(queue, visibility_timeout=1)
     tag = next(iter(channel.qos._delivered))
     connection._do_close_transport()  # the order a worker that lost Redis closes things in
-    with caplog.at_level(logging.WARNING, logger="clusterpanel.worker_faults"):
+    with caplog.at_level(logging.WARNING, logger="clusterpanel.kit.worker_faults"):
         channel.close()  # kombu alone: AttributeError: 'NoneType' object has no attribute 'hostname'
     assert "Redis went away while this worker held 1 task message" in caplog.text
     assert redis.Redis.from_url(settings.REDIS_URL).hexists("unacked", tag), "Redis still holds it as unacked"

@@ -3,7 +3,8 @@
 import os
 import time
 
-from clusterpanel import celery, status
+from clusterpanel import status
+from clusterpanel.kit import celery
 from clusterpanel.tasks import health
 from tests.conftest import wait_until
 from tests.services import restart_redis

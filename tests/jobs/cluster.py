@@ -13,10 +13,10 @@ from channels.testing import WebsocketCommunicator
 from clusterpanel.asgi import application
 from jobs.models import Job, JobKind
 from jobs.queue import queueing
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes.simcpu import hold_to
+from nodes.simlan.cpu import hold_to
 from tests.conftest import wait_until
 from tests.nodes.test_live_updates import headers_for
 

@@ -6,8 +6,8 @@ from contextlib import contextmanager
 
 import pytest
 
-from clusterpanel.models import ApiToken
-from models_app.library import ensure_bundled
+from clusterpanel.accounts.models import ApiToken
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from nodes.models import ActionKind
 from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
@@ -28,8 +28,8 @@ def ready(db) -> Deployment:
 
 @pytest.fixture
 def sent(monkeypatch) -> list[tuple]:
-    """What would be sent to workers (jobs/messages.py), caught here: tests of the scheduler run no worker."""
-    from jobs import messages
+    """What would be sent to workers (jobs/task_messages.py), caught here: tests of the scheduler run no worker."""
+    from jobs import task_messages as messages
 
     caught = []
     monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
@@ -46,8 +46,8 @@ def replicas(ready) -> tuple[Deployment, Deployment]:
 
 
 def as_engine_child(deployment: Deployment, monkeypatch) -> None:
-    """This process as the deployment's engine child (jobs/engine/runner.py), with nothing loaded yet."""
-    from jobs.engine import runner
+    """This process as the deployment's engine child (jobs/engine/child.py), with nothing loaded yet."""
+    from jobs.engine import child as runner
 
     monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(deployment.pk))
     monkeypatch.setenv(runner.ENV_REVISION, str(deployment.revision))
@@ -65,8 +65,8 @@ def head_deployment(slots: int = 1, ctx: int = 512) -> Deployment:
 
 def head_engine(ctx: int, slots: int):
     """The bundled model loaded in this process, every layer on the head: the engine without laptops."""
-    from jobs.engine.model import Engine
-    from models_app.bundled import bundled_model_path
+    from jobs.engine.loaded_model import Engine
+    from models_app.library.bundled import bundled_model_path
 
     loaded = Engine(str(bundled_model_path()), [], 0, [], ctx, [], slots=slots)
     loaded.load(lambda progress: None)
@@ -76,7 +76,7 @@ def head_engine(ctx: int, slots: int):
 @contextmanager
 def engine_child_here(deployment: Deployment, monkeypatch) -> Iterator[None]:
     """This process as the deployment's engine child (`as_engine_child`), its Redis watch ended afterwards."""
-    from jobs.engine import runner
+    from jobs.engine import child as runner
 
     as_engine_child(deployment, monkeypatch)
     yield

@@ -14,7 +14,7 @@ def ready_deployment(ctx: int = 1024, status: str = DeploymentStatus.READY) -> D
 
 
 def engine(slots: int = 2, busy: int = 0, tokens_per_s: float = 0.0, age_s: float = 0.0) -> dict:
-    """What a ready engine reports (jobs/engine/runner.py set_engine), `age_s` ago."""
+    """What a ready engine reports (jobs/engine/child.py set_engine), `age_s` ago."""
     return {"state": "ready", "slots": slots, "busy": busy, "jobs": [], "tokens_per_s": tokens_per_s,
             "at": time.time() - age_s}
 
@@ -24,7 +24,7 @@ def ended_job(deployment: Deployment, user, prompt: int, completion: int, token=
     a job the engine ran would be."""
     from django.utils import timezone
 
-    from jobs.engine import runner
+    from jobs.engine import child as runner
     from jobs.models import Job, JobKind, JobStatus
 
     job = Job.objects.create(kind=fields.pop("kind", JobKind.CHAT), deployment=deployment, user=user,

@@ -12,14 +12,14 @@ from django.test import Client
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusterpanel.models import ApiToken
-from jobs import messages
-from jobs.batching import batches
+from clusterpanel.accounts.models import ApiToken
+from jobs import task_messages as messages
+from jobs.batches import service as batches
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
-from models_app.api_deployments import usable_or_settled
+from models_app.api.deployments import usable_or_settled
 from models_app.models import Deployment
-from nodes import metrics
+from nodes.metrics import store as metrics
 from nodes.models import Node
 from tests.jobs.conftest import bearer
 from tests.rows import HOST_KEY

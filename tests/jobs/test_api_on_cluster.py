@@ -10,11 +10,11 @@ import threading
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
-from jobs.engine import oneshot
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job, JobStatus
 from jobs.queue.stream import kept
-from nodes import ssh
+from models_app.llamacpp import oneshot
+from nodes.remote import ssh
 from tests.conftest import wait_until
 
 QUESTION = "Name three colours and say one thing about each."

@@ -5,7 +5,7 @@ ready" (which it would get again, fixed, only to learn then that its input was w
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 
 CHAT = [{"role": "user", "content": "Hi"}]
 

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from jobs.batching.batchfile import FileRefused, parse
+from jobs.batches.batchfile import FileRefused, parse
 
 CHAT = "/v1/chat/completions"
 

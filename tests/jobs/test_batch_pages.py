@@ -8,9 +8,9 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import ApiToken, Role, User
-from jobs.batching import batches
-from jobs.batching import output as batch_output
+from clusterpanel.accounts.models import ApiToken, Role, User
+from jobs.batches import output as batch_output
+from jobs.batches import service as batches
 from jobs.engine import recovery
 from jobs.models import Batch, Job, JobKind, JobStatus
 from jobs.params import Params

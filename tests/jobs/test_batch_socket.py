@@ -5,10 +5,10 @@ import pytest
 from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 
+from clusterpanel.accounts.models import Role, User
 from clusterpanel.asgi import application
-from clusterpanel.broadcast import broadcast
-from clusterpanel.models import Role, User
-from jobs.batching import batches
+from clusterpanel.kit.broadcast import broadcast
+from jobs.batches import service as batches
 from jobs.models import JobStatus
 from tests.conftest import PASSWORD
 from tests.jobs.standins import ready_deployment

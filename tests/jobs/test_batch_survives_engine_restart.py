@@ -10,7 +10,7 @@ import signal
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from jobs.batching import output
+from jobs.batches import output
 from jobs.models import Batch, Job, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment

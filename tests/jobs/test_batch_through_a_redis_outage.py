@@ -8,8 +8,8 @@ import threading
 import pytest
 from django.db import connection
 
-from jobs.batching import batches
-from jobs.engine import serve
+from jobs.batches import service as batches
+from jobs.engine import loop as serve
 from jobs.models import JobStatus
 from models_app.models import Deployment
 from tests.conftest import wait_until

@@ -3,8 +3,8 @@ lines are queued, the counts then move live; a file of bad lines only is refused
 
 import threading
 
-from clusterpanel.broadcast import broadcast
-from jobs.batching import batches
+from clusterpanel.kit.broadcast import broadcast
+from jobs.batches import service as batches
 from jobs.models import Batch, Job, JobStatus
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD

@@ -8,7 +8,7 @@ from datetime import timedelta
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Batch, Job, JobKind, JobStatus, Usage
 from jobs.queue import queueing
 from tests.jobs.standins import ended_job

@@ -51,7 +51,7 @@ def test_a_batch_by_script_from_upload_to_deletion(ready, bob, alice):
 
 
 def test_a_batch_nobody_else_can_reach_and_files_that_cannot_run(ready, bob, db):
-    from clusterpanel.models import Role, User
+    from clusterpanel.accounts.models import Role, User
 
     carol = User.objects.create_user("carol", "c@example.org", "pw-long-enough-1", role=Role.USER)
     batch = upload(Client(**bearer(bob)), "in.csv", b"prompt\nHello\nWorld\n").json()

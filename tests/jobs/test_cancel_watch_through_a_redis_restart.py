@@ -5,7 +5,7 @@ wrote a line every second of the outage."""
 import logging
 import time
 
-from clusterpanel.outage import Outage
+from clusterpanel.kit.outage import Outage
 from jobs.queue import stream
 from tests.services import redis_down
 

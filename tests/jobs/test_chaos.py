@@ -12,8 +12,8 @@ import pytest
 import requests
 
 from bench.chaos import Chaos, standard_faults
-from clusterpanel.models import ApiToken
-from models_app import deploy
+from clusterpanel.accounts.models import ApiToken
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import RpcServer, ServerStatus
 from tests.conftest import wait_until

@@ -4,7 +4,7 @@ conversation (and a reload mid-answer picks the stream up), Stop stops, and mode
 import re
 import threading
 
-from clusterpanel.broadcast import broadcast
+from clusterpanel.kit.broadcast import broadcast
 from jobs.models import Job, JobStatus
 from jobs.queue import stream
 from tests.browser import browser_page, log_in

@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from jobs.chat import manage
+from jobs.chat import edits as manage
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
 from tests.migrating import migrated_back

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.engine import oneshot
-from nodes.runtime import MAX_LAPTOPS
+from models_app.llamacpp import oneshot
+from nodes.runtime.bundle import MAX_LAPTOPS
 from scripts.llama_source import extract_all, patches
 from tests.conftest import free_port, stop, wait_for_port
 from tests.models_app.gguf_files import write_loadable_model

@@ -10,12 +10,13 @@ import redis.asyncio
 import requests
 from django.conf import settings
 
-from jobs.engine import oneshot, verify
+from jobs.engine import verify
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
+from models_app.llamacpp import oneshot
 from models_app.models import Deployment, DeploymentStatus
-from nodes import ssh
 from nodes.models import RpcServer
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import GREEDY, chat, listen
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken, LabLimits
+from clusterpanel.accounts.models import ApiToken, LabLimits
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.queue import admission, ratewindow, stream
 from tests.conftest import free_port

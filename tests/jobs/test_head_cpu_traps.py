@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.engine import cpucheck, oneshot
-from jobs.engine.llamacpp import LlamaCppError
+from models_app.llamacpp import cpucheck, oneshot
+from models_app.llamacpp.libllama import LlamaCppError
 from tests.conftest import ROOT
 
 pytestmark = pytest.mark.timeout(300)
@@ -32,15 +32,15 @@ def head(data_dir: Path, trapping: bool = True) -> dict[str, str]:
 
 def the_issue_command(env: dict[str, str]) -> subprocess.CompletedProcess:
     """The completion that died three times in three on the AMX head (issue 21)."""
-    argv = [sys.executable, "-m", "jobs.engine.oneshot", "--prompt=", "--max-tokens", "48", "--ctx", "2048",
+    argv = [sys.executable, "-m", "models_app.llamacpp.oneshot", "--prompt=", "--max-tokens", "48", "--ctx", "2048",
             f"--chat={json.dumps(RIVERS)}"]
     return subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
 
 
 def test_the_stand_in_traps_like_the_amx_head(tmp_path):
-    repacked = subprocess.run([sys.executable, "-m", "jobs.engine.cpucheck", "--trial", "on"], cwd=ROOT,
+    repacked = subprocess.run([sys.executable, "-m", "models_app.llamacpp.cpucheck", "--trial", "on"], cwd=ROOT,
                               env=head(tmp_path), capture_output=True, timeout=120)
-    plain = subprocess.run([sys.executable, "-m", "jobs.engine.cpucheck", "--trial", "off"], cwd=ROOT,
+    plain = subprocess.run([sys.executable, "-m", "models_app.llamacpp.cpucheck", "--trial", "off"], cwd=ROOT,
                            env=head(tmp_path), capture_output=True, timeout=120)
     assert repacked.returncode == -signal.SIGILL, "a repacked model dies on its first multi-token prompt"
     assert plain.returncode == 0, "a model in plain buffers runs"
@@ -60,16 +60,16 @@ def test_a_head_whose_repacked_kernels_trap_answers_as_a_head_that_does_not(tmp_
     assert usual.returncode == 0, usual.stderr[-2000:]
     assert json.loads(usual.stdout)["text"] == answer["text"], "the same answer without repacking"
     # Without the stand-in, the verdict is this machine's own: CI has run on Xeons whose AMX really traps.
-    repacking_runs_here = subprocess.run([sys.executable, "-m", "jobs.engine.cpucheck", "--trial", "on"], cwd=ROOT,
-                                         capture_output=True, timeout=120).returncode == 0
+    trial = [sys.executable, "-m", "models_app.llamacpp.cpucheck", "--trial", "on"]
+    repacking_runs_here = subprocess.run(trial, cwd=ROOT, capture_output=True, timeout=120).returncode == 0
     kept_usual = json.loads((tmp_path / "usual" / cpucheck.FILE).read_text())
     assert kept_usual["extra_buffers"] is repacking_runs_here and kept_usual["runs"] is True, kept_usual
 
 
 def test_the_engine_loads_without_repacking_where_it_traps(tmp_path):
     script = (
-        "from jobs.engine.model import Engine\n"
-        "from models_app.bundled import bundled_model_path\n"
+        "from jobs.engine.loaded_model import Engine\n"
+        "from models_app.library.bundled import bundled_model_path\n"
         "engine = Engine(str(bundled_model_path()), [], 0, [], 512, [])\n"
         "engine.load(lambda progress: None)\n"
         "tokens, stops = engine.chat_prompt([{'role': 'user', 'content': 'Name three rivers.'}])\n"
@@ -112,7 +112,7 @@ def test_a_trial_killed_from_outside_decides_nothing_and_is_tried_again(tmp_path
     """The OOM killer or a stop ending the trial says nothing about the CPU: llama.cpp's defaults stay, and no
     verdict is kept, so the next process that loads a model tries again."""
     env = {**head(tmp_path), "STANDIN_SIGNAL": "KILL"}
-    script = "from jobs.engine import cpucheck; print(cpucheck.verdict().extra_buffers)"
+    script = "from models_app.llamacpp import cpucheck; print(cpucheck.verdict().extra_buffers)"
     ran = subprocess.run([sys.executable, "-c", script], cwd=ROOT, env=env, capture_output=True, text=True,
                          timeout=240)
     assert ran.returncode == 0, ran.stderr[-2000:]

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from jobs.engine.runner import set_engine
+from jobs.engine.child import set_engine
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
 from models_app.models import Deployment
@@ -88,7 +88,7 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
             "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
         # Once the engine is idle and has said so: it writes its whole state every 2 s while it generates, and
         # once more when it finds nothing left to run, which once put "ready" back within the same frame as the
-        # news below (jobs/engine/serve.py report).
+        # news below (jobs/engine/loop.py report).
         wait_until(lambda: engine_settled(cluster), 60, "the engine to idle and say so")
         in_thread(lambda: set_engine(cluster, state="loading", progress=0.42))
         admin_page.wait_for_function("() => document.getElementById('engine-state').textContent.includes('42 %')",
@@ -104,7 +104,7 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
 
 
 def test_the_web_server_pings_sockets_as_its_settings_say(settings):
-    from clusterpanel.webserver import PanelServer
+    from clusterpanel.web.webserver import PanelServer
 
     settings.WEBSOCKET_PING_S, settings.WEBSOCKET_PING_TIMEOUT_S = 3, 4
     server = PanelServer(application=None, endpoints=["tcp:port=0"], ping_interval=20, ping_timeout=30)  # not run

@@ -4,7 +4,7 @@ again rather than leave the job RUNNING (and its conversation "still coming") fo
 import threading
 import time
 
-from jobs.engine import runner
+from jobs.engine import child as runner
 from jobs.models import Job, JobKind, JobStatus
 from tests.nodes.trouble import locked_database
 

@@ -13,15 +13,15 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.utils import timezone
 
-from clusterpanel.redis_server import RedisServer
+from clusterpanel.run.redis_server import RedisServer
 from jobs.chat import conversations
-from jobs.engine import serve
+from jobs.engine import loop as serve
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
 from jobs.queue import queueing, stream
-from models_app import deploy
-from models_app.bundled import bundled_model_path
-from models_app.library import register_path
+from models_app.deploying import deploy
+from models_app.library.adding import register_path
+from models_app.library.bundled import bundled_model_path
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.celery_workers import start_worker

@@ -1,7 +1,7 @@
-"""The jobs app's layers: the Celery tasks on top call down; the pages and APIs (chat, batch, api, usage) use the
-engine, the queue and the batch services (batching), but not each other; the engine uses the queue; nothing
+"""The jobs app's layers: the Celery tasks on top call down; the doors (chat, api) use the engine, the queue and
+the batches and usage rooms, but not each other; the engine uses the queue; nothing
 below imports what is above it, and nothing at all imports jobs/tasks.py (senders name tasks through
-jobs/messages.py)."""
+jobs/task_messages.py)."""
 
 import ast
 import sys
@@ -9,13 +9,15 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 # apps.py is where Django starts the app: nothing imports it, and its ready() answers the machines' hooks
-# (nodes/speed.py, nodes/holds.py) with the engine's work, so it sits on top.
-RANK = {"models": 0, "params": 0, "apps": 5, "migrations": 0, "queue": 1, "messages": 1, "usage": 3,
-        "engine": 2, "prometheus": 2, "batching": 2, "chat": 3, "batch": 3, "api": 3, "tasks": 4, "management": 4}
+# (nodes/probing/speed.py, nodes/laptops/holds.py) with the engine's work, so it sits on top.
+# batches and usage each hold a service the doors call and their own pages; neither imports a door.
+RANK = {"models": 0, "params": 0, "apps": 5, "migrations": 0, "queue": 1, "task_messages": 1, "usage": 2,
+        "engine": 2, "prometheus": 2, "batches": 2, "chat": 3, "api": 3, "deployment_jobs": 4, "tasks": 4,
+        "management": 4}
 
 
 def part_of(dotted: str) -> str:
-    """'jobs.engine.serve' -> 'engine'; 'jobs.models' -> 'models'."""
+    """'jobs.engine.loop' -> 'engine'; 'jobs.models' -> 'models'."""
     return dotted.split(".")[1]
 
 
@@ -32,7 +34,7 @@ def imports(path: Path) -> list[str]:
 def wrong_way(importer: str, imported: str) -> bool:
     if importer == imported:
         return False
-    if RANK[importer] == RANK[imported] == 3:  # chat, batch and api are separate doors
+    if RANK[importer] == RANK[imported] == 3:  # chat and api are separate doors
         return True
     return RANK[imported] > RANK[importer]
 
@@ -47,7 +49,7 @@ def violations(sources: list[Path]) -> list[str]:
             if part_of(name) not in RANK:
                 found.append(f"{relative}: imports {name}, which is in no layer")
             elif part_of(name) == "tasks" and importer != "tasks":
-                found.append(f"{relative}: imports {name} (send a message through jobs/messages.py)")
+                found.append(f"{relative}: imports {name} (send a message through jobs/task_messages.py)")
             elif inside and wrong_way(importer, part_of(name)):
                 found.append(f"{relative}: {importer} imports {name}")
     return found

@@ -13,7 +13,7 @@ import time
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job
 from tests.conftest import wait_until
 

@@ -4,10 +4,10 @@ keeps only its system prompt reads the rest in several steps and answers as if r
 
 import pytest
 
-from jobs.engine import cpucheck
-from jobs.engine.model import Engine
+from jobs.engine.loaded_model import Engine
 from jobs.engine.sequences import STEP_TOKENS
-from models_app.bundled import bundled_model_path
+from models_app.library.bundled import bundled_model_path
+from models_app.llamacpp import cpucheck
 from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)

@@ -1,4 +1,4 @@
-"""Many people at once on a 3-laptop deployment with 4 slots (continuous batching, jobs/engine/serve.py): eight chats
+"""Many people at once on a 3-laptop deployment with 4 slots (continuous batching, jobs/engine/loop.py): eight chats
 streamed together, a chat beside a batch that fills the other slots, one user's burst of requests beside
 another's chat, and a conversation whose next turn reuses what its sequence already read."""
 

@@ -16,12 +16,12 @@ import pytest
 import requests
 from django.utils import timezone
 
-from jobs.batching import output
+from jobs.batches import output
 from jobs.models import Batch, Job, JobStatus
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
-from nodes import ssh
 from nodes.models import RpcServer
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import chat
 from tests.jobs.test_batch_survives_engine_restart import upload as upload_lines

@@ -14,9 +14,9 @@ from django.db.migrations.executor import MigrationExecutor
 from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import ApiToken
-from jobs.chat import manage
-from jobs.engine import runner
+from clusterpanel.accounts.models import ApiToken
+from jobs.chat import edits as manage
+from jobs.engine import child as runner
 from jobs.models import Conversation, Job, JobKind, JobStatus, Tally
 from jobs.queue import queueing, stream
 from tests.jobs.standins import ready_deployment

@@ -1,4 +1,4 @@
-"""A deployment whose laptop comes back at another address (a new DHCP lease, nodes/simdhcp.py) recovers as after
+"""A deployment whose laptop comes back at another address (a new DHCP lease, nodes/simlan/dhcp.py) recovers as after
 a laptop that drops: the scan moves the laptop, the supervisor restarts its rpc-server and tunnel at the new
 address, recovery keeps the plan (the laptop is back) and a new engine answers with the same greedy text as
 before the move, the laptop in the same place of the pipeline.
@@ -10,8 +10,10 @@ import pytest
 
 from jobs.models import Job, JobStatus
 from models_app.models import Deployment, DeploymentStatus
-from nodes import refind, simdhcp, ssh
+from nodes.laptops import refind
 from nodes.models import ActionKind, LanScan, RpcServer
+from nodes.remote import ssh
+from nodes.simlan import dhcp as simdhcp
 from tests.conftest import wait_until
 from tests.jobs.cluster import chat, deploy_bundled, end_engines, engine_ready
 from tests.nodes.laptops import register_all

@@ -6,7 +6,7 @@ import json
 
 from django.test import Client
 
-from clusterpanel.limits import set_limits
+from clusterpanel.accounts.limits import set_limits
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node

@@ -13,16 +13,16 @@ from dataclasses import dataclass, field
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job, JobStatus
 from jobs.queue import wakeup
-from models_app import oncall
-from models_app.library import ensure_bundled, register_path
+from models_app.library.adding import ensure_bundled, register_path
 from models_app.models import Deployment, DeploymentStatus, OnCallEvent, WhenShort
 from models_app.models import OnCallEventKind as Kind
-from models_app.planning import claimed_bytes
-from nodes import ssh
+from models_app.oncall import service as oncall
+from models_app.planning.records import claimed_bytes
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines
 from tests.models_app.ternary_files import quantize, write_llama_model

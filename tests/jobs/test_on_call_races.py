@@ -11,16 +11,17 @@ from django.test import Client
 from django.utils import timezone
 from kombu.exceptions import OperationalError
 
-from clusterpanel.limits import set_limits
-from jobs import messages
+from clusterpanel.accounts.limits import set_limits
+from jobs import task_messages as messages
 from jobs.api import inputs, openai_api
 from jobs.api.openai_submit import submit
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing, wakeup
 from jobs.queue.oncall_choice import probed
 from jobs.queue.standing import standing
-from models_app import deploy, oncall
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus, OnCallEvent
+from models_app.oncall import service as oncall
 from tests.jobs.conftest import bearer
 from tests.oncall_rows import gguf, laptops, on_call, serving
 

@@ -10,12 +10,13 @@ import pytest
 from django.conf import settings as django_settings
 from django.utils import timezone
 
-from clusterpanel.celery import app
+from clusterpanel.kit.celery import app
 from jobs.api.views import described
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
-from models_app import deploy, oncall
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent
+from models_app.oncall import service as oncall
 from nodes.models import RpcServer
 from tests.oncall_rows import gguf, laptops, on_call, serving
 from tests.rows import client_for

@@ -11,12 +11,12 @@ import time
 import pytest
 from django.test import Client
 
-from jobs import messages
+from jobs import task_messages as messages
 from jobs.api import inputs, openai_models
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
-from models_app import oncall
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent
+from models_app.oncall import service as oncall
 from nodes.models import Node
 from tests.jobs.conftest import bearer
 from tests.oncall_rows import GiB, gguf, laptops, on_call, serving

@@ -7,7 +7,7 @@ import json
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job
 from tests.jobs.standins import ready_deployment
 

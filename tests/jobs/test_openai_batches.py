@@ -8,8 +8,8 @@ import json
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken, Role, User
-from jobs.engine import serve
+from clusterpanel.accounts.models import ApiToken, Role, User
+from jobs.engine import loop as serve
 from jobs.models import ApiFile, Batch, Job
 from tests.jobs.conftest import engine_child_here, head_deployment
 

@@ -6,7 +6,7 @@ import json
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 
 LINE = json.dumps({"custom_id": "a", "method": "POST", "url": "/v1/chat/completions",
                    "body": {"messages": [{"role": "user", "content": "Hi"}]}}).encode()

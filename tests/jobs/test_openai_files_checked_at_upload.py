@@ -7,8 +7,8 @@ import json
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken
-from jobs.batching import files
+from clusterpanel.accounts.models import ApiToken
+from jobs.batches import files
 from jobs.models import ApiFile
 
 PNG = b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x06\x00\x00\x00\x1f\x15\xc4\x89"

@@ -5,7 +5,7 @@ import openai
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 
 
 @pytest.fixture

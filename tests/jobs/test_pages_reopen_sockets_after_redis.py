@@ -4,7 +4,7 @@ twice as long after each try, so it reopened up to 11 s after Redis was back."""
 
 import time
 
-from jobs.batching import batches
+from jobs.batches import service as batches
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
 from tests.jobs.standins import ready_deployment

@@ -9,7 +9,7 @@ from django.test import Client
 from jobs.chat import conversations
 from jobs.models import Conversation, Job
 from jobs.params import ParamError, validate
-from models_app.library import ensure_bundled
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 
 

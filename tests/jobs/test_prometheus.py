@@ -9,9 +9,9 @@ import pytest
 from django.test import Client, override_settings
 from prometheus_client.parser import text_string_to_metric_families
 
-from clusterpanel.models import ApiToken
-from jobs.batching import batches
-from jobs.engine import serve
+from clusterpanel.accounts.models import ApiToken
+from jobs.batches import service as batches
+from jobs.engine import loop as serve
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus

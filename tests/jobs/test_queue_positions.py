@@ -11,7 +11,7 @@ from django.utils import timezone
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 from jobs.models import Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
 

@@ -10,7 +10,7 @@ from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 from django.test import Client
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment

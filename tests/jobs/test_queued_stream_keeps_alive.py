@@ -13,7 +13,7 @@ import pytest
 import requests
 from django.db import connection
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import stream
 from tests.conftest import wait_until

@@ -7,7 +7,7 @@ fails the jobs that waited, saying why. Rows only: what a worker would be sent i
 import pytest
 from django.test import Client
 
-from jobs import messages
+from jobs import task_messages as messages
 from jobs.api import inputs
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus

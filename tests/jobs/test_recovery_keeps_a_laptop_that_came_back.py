@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from jobs.models import Job, JobStatus
 from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus
-from nodes import ssh
 from nodes.models import Node, RpcServer
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import chat
 

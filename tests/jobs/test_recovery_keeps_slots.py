@@ -3,7 +3,7 @@ many people as before, or the deployment fails saying so (and how many slots wou
 back quietly serving fewer."""
 
 from jobs.engine import recovery
-from models_app.library import ensure_bundled
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node
 

@@ -10,11 +10,11 @@ import pytest
 
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes import ssh
 from nodes.models import ActionKind, Node
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import chat, end_engines, engine_ready
 from tests.nodes.laptops import register_all

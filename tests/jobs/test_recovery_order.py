@@ -3,7 +3,7 @@ what starts the recovery: the degraded status may only become visible once the r
 
 import threading
 
-from jobs import messages
+from jobs import task_messages as messages
 from jobs.engine import recovery
 from models_app.models import Deployment, DeploymentStatus
 

@@ -11,7 +11,7 @@ import pytest
 import requests
 from django.test import Client
 
-from jobs.batching import batches
+from jobs.batches import service as batches
 from jobs.models import Batch, Conversation, Job, JobStatus
 from jobs.queue import stream
 from tests.conftest import wait_until

@@ -9,7 +9,7 @@ import time
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job
 from jobs.queue.stream import kept
 from tests.conftest import wait_until

@@ -11,7 +11,8 @@ import subprocess
 from asgiref.sync import async_to_sync, sync_to_async
 
 from jobs.api.openai_views import Caught, text_parted
-from jobs.engine import child, recovery
+from jobs.engine import leftovers as child
+from jobs.engine import recovery
 from jobs.engine.workers import Engines
 from jobs.models import STOPPED, Job, JobKind, JobStatus
 from jobs.queue import failover, queueing, routing

@@ -9,12 +9,12 @@ import threading
 import openai
 import pytest
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import STOPPED, Job, JobStatus
 from jobs.queue import stream
 from models_app.models import Deployment
-from nodes import ssh
 from nodes.models import ActionKind
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.cluster import deploy_bundled, end_engines, engine_ready
 from tests.nodes.laptops import register_all

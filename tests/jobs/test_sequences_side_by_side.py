@@ -4,7 +4,7 @@ fills the gap an ended job left, rather than taking the sequence unused the long
 
 import pytest
 
-from jobs.engine.model import Engine
+from jobs.engine.loaded_model import Engine
 from jobs.engine.sequences import runs
 from tests.jobs.conftest import head_engine
 

@@ -1,4 +1,4 @@
-"""The engine child's loop (jobs/engine/serve.py) run in this process on a 4-slot deployment, every layer on
+"""The engine child's loop (jobs/engine/loop.py) run in this process on a 4-slot deployment, every layer on
 the head:
 jobs run together, never more than the slots; a job that must run alone (Verify's) runs with nobody beside it;
 a job asked to stop before it started ends cancelled; each job's answer is its own and, greedy, the same as it
@@ -6,7 +6,7 @@ gives alone."""
 
 import pytest
 
-from jobs.engine import serve
+from jobs.engine import loop as serve
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment

@@ -135,7 +135,7 @@ def test_a_redis_that_does_not_answer_is_tried_seldom_and_one_that_refuses_each_
 
 
 def test_a_new_jobs_message_also_wakes_a_busy_engines_watch_at_once(monkeypatch):
-    from jobs import messages
+    from jobs import task_messages as messages
 
     monkeypatch.setattr(messages, "send", lambda task, args, **options: None)  # no worker here to take it
     channel = stream.new_work_channel("engine.77")

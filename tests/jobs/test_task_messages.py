@@ -1,10 +1,10 @@
-"""Messages are sent by task name (jobs/messages.py), so nothing but this test notices a renamed task or a
+"""Messages are sent by task name (jobs/task_messages.py), so nothing but this test notices a renamed task or a
 changed argument list: each message must reach a registered task that accepts its arguments."""
 
 import inspect
 
-from clusterpanel.celery import app
-from jobs import messages
+from clusterpanel.kit.celery import app
+from jobs import task_messages as messages
 
 
 def sent_by_each_sender(monkeypatch) -> list[tuple[str, tuple, dict]]:

@@ -13,7 +13,7 @@ from django.db.models import Sum
 from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import ApiToken, Role, User
+from clusterpanel.accounts.models import ApiToken, Role, User
 from jobs.models import Job, Usage, utc_today
 from jobs.prometheus import OTHER, people
 from tests.jobs.standins import ended_job, ready_deployment

@@ -12,12 +12,12 @@ import re
 import pytest
 from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 from jobs.models import Conversation
-from models_app.library import ensure_bundled
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes import ssh
 from nodes.models import ActionKind, Node
+from nodes.remote import ssh
 from tests.a11y import violations
 from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, ROOT, wait_until

@@ -13,9 +13,9 @@ import pytest
 import requests
 import schemathesis
 
-from clusterpanel.models import ApiToken
-from models_app.library import ensure_bundled
-from nodes import ssh
+from clusterpanel.accounts.models import ApiToken
+from models_app.library.adding import ensure_bundled
+from nodes.remote import ssh
 from tests.jobs.cluster import end_engines
 from tests.nodes.laptops import target
 

@@ -21,11 +21,11 @@ import openai
 import pytest
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job
 from models_app.models import Deployment
-from nodes import ssh
 from nodes.models import RpcServer
+from nodes.remote import ssh
 from tests import services
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines

@@ -34,7 +34,7 @@ def write_gguf(path: Path, arch: str = "qwen2", layers: int = 4, embd: int = 102
 def write_loadable_model(path: Path, layers: int = 6, embd: int = 768, ffn: int = 7168, seed: int = 0) -> Path:
     """A qwen2 model llama.cpp really loads and runs: random f16 weights, SmolLM2's tokenizer, and feed-forward
     tensors of 10.5 MiB each (over the rpc-server's 10 MiB cache threshold). About 350 MiB with the defaults."""
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
 
     heads, kv_heads = embd // 64, max(embd // 192, 1)
     kv = kv_heads * 64

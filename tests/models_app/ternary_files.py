@@ -37,7 +37,7 @@ FILE_TYPES = {name: gguf.LlamaFileType[f"MOSTLY_{name}"] for name in ("TQ1_0", "
 def write_llama_model(path: Path, layers: int = 4, embd: int = 512, ffn: int = 1536, seed: int = 0) -> Path:
     """A llama model llama.cpp loads and runs: random f16 weights, SmolLM2's tokenizer, the output tied to the
     token embedding (as SmolLM2's is), heads of 64."""
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
 
     if embd % 256 or ffn % 256:
         raise ValueError(f"widths {embd} and {ffn} must be multiples of 256 for the ternary types")
@@ -84,7 +84,7 @@ def write_llama_model(path: Path, layers: int = 4, embd: int = 512, ffn: int = 1
 QUANTIZE = """
 import json, sys
 import llama_cpp
-from jobs.engine.llamacpp import load_backends
+from models_app.llamacpp.libllama import load_backends
 load_backends()
 source, target, ftype = sys.argv[1], sys.argv[2], int(sys.argv[3])
 params = llama_cpp.llama_model_quantize_default_params()
@@ -117,8 +117,8 @@ def makers_hash(**shape) -> str:
     """A hash of all that makes `quantized_models`' files: the code that writes and quantizes them (this module
     and gguf_files), the gguf and numpy packages, the bundled model (its tokenizer), the head's llama.cpp
     libraries (the quantizer) and the shape asked for."""
-    from jobs.engine.llamacpp import lib_dir
-    from models_app.bundled import bundled_model_path
+    from models_app.library.bundled import bundled_model_path
+    from models_app.llamacpp.libllama import lib_dir
 
     here = Path(__file__).resolve()
     libraries = sorted(path for path in lib_dir().iterdir() if path.is_file() and ".so" in path.name)

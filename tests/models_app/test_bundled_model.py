@@ -2,8 +2,9 @@
 
 import pytest
 
-from jobs.engine import cpucheck, llamacpp
-from models_app.bundled import bundled_model_path
+from models_app.library.bundled import bundled_model_path
+from models_app.llamacpp import cpucheck
+from models_app.llamacpp import libllama as llamacpp
 
 
 @pytest.fixture(scope="module")

@@ -6,11 +6,11 @@ import io
 import pytest
 from django.core.management import CommandError, call_command
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
-from nodes import rpc
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.servers import handshake as rpc
 from tests.conftest import wait_until
 from tests.nodes.laptops import register_all
 

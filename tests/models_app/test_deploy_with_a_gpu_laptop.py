@@ -9,11 +9,12 @@ one LAN, one cold shader cache a run); the CPU laptops are the first two of the 
 import pytest
 
 from jobs.engine import verify
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import DeploymentStatus
-from nodes import rpcserver, ssh
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines, engine_ready
 from tests.nodes.laptops import register, run_now

@@ -3,8 +3,8 @@ each sleeping laptop (not only the first), the awake ones are not blamed, and no
 
 import contextlib
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import DeploymentStatus
 from nodes.models import ActionKind, RpcServer
 from tests.nodes.laptops import register_all

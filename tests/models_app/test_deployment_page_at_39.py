@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from clusterpanel.models import Role, User
-from models_app import planner
+from clusterpanel.accounts.models import Role, User
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel, ModelStatus
-from models_app.planning import as_record
+from models_app.planning import planner
+from models_app.planning.records import as_record
 from nodes.models import Node, NodeStatus
 from tests.a11y import violations
 from tests.browser import browser_page, log_in

@@ -2,8 +2,8 @@
 
 import pytest
 
-from models_app.bundled import bundled_model_path
-from models_app.gguf_meta import GGUFError, bytes_by_kind, read_metadata
+from models_app.gguf.meta import GGUFError, bytes_by_kind, read_metadata
+from models_app.library.bundled import bundled_model_path
 from tests.models_app.gguf_files import write_gguf
 
 

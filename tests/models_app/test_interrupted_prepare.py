@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from nodes.models import Node, RpcServer
 from tests.celery_workers import start_worker
@@ -19,7 +19,7 @@ CLAIM_AND_HANG = """
 import django, os, sys, time
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 django.setup()
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import Deployment
 assert deploy.claim(Deployment.objects.get(pk=int(sys.argv[1])))
 print("claimed", flush=True)

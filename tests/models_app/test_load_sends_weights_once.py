@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from models_app import deploy, tensor_cache
-from models_app.library import register_path
+from models_app.deploying import deploy, tensor_cache
+from models_app.library.adding import register_path
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import wait_until

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from bench.memory_calibration import predicted
-from models_app.planner import MiB
+from models_app.planning.planner import MiB
 
 RUNS = json.loads((Path(__file__).parent / "fixtures" / "memory_measurements.json").read_text())["runs"]
 

@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from models_app import deploy
-from models_app.library import ensure_bundled, register_path
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled, register_path
 from models_app.models import DeploymentStatus
-from models_app.plan_views import accuracy
+from models_app.pages.plan_views import accuracy
 from nodes.models import ActionKind, RpcServer
 from tests.conftest import wait_until
 from tests.models_app.gguf_files import write_loadable_model

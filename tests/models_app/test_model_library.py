@@ -5,7 +5,7 @@ import hashlib
 import pytest
 from django.core.management import call_command
 
-from models_app.library import LibraryError, ensure_bundled, register_path
+from models_app.library.adding import LibraryError, ensure_bundled, register_path
 from models_app.models import GgufModel, ModelStatus
 from models_app.tasks import checksum
 from tests.conftest import PASSWORD

@@ -6,7 +6,7 @@ deployments and nothing else here."""
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from nodes.models import Node, NodeStatus
 from tests.jobs.standins import ready_deployment

@@ -6,9 +6,9 @@ Models page and in /api until a request wakes it. No laptops: they are rows with
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
-from models_app import oncall
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import OnCall
+from models_app.oncall import service as oncall
 from tests.oncall_rows import gguf, laptops, on_call
 from tests.rows import client_for
 

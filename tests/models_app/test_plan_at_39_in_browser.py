@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clusterpanel.models import Role, User
+from clusterpanel.accounts.models import Role, User
 from models_app.models import GgufModel
 from nodes.models import Node, NodeStatus, Probe
 from tests.browser import browser_page, log_in

@@ -1,4 +1,4 @@
-"""One model spans at most nodes.runtime.MAX_LAPTOPS laptops (llama.cpp's devices, as built). Offered more
+"""One model spans at most nodes.runtime.bundle.MAX_LAPTOPS laptops (llama.cpp's devices, as built). Offered more
 ready laptops than that, the planner plans over the fastest within the limit and says in words which it left
 out, on the page, in the API and in `manage.py plan`; asked explicitly for more, it refuses in words and saves
 nothing."""
@@ -9,10 +9,10 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import Deployment, GgufModel
-from nodes import runtime
 from nodes.models import Node, NodeStatus
+from nodes.runtime import bundle as runtime
 from tests.jobs.standins import ready_deployment
 from tests.rows import HOST_KEY, client_for
 

@@ -2,8 +2,8 @@
 serves at once and why, chooses the slots, deploys, and watches it get ready."""
 
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.browser import browser_page, log_in

@@ -4,9 +4,9 @@ out, each less what running deployments hold on it; a plan names each device it 
 
 import pytest
 
-from models_app import planner
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
-from models_app.planning import (
+from models_app.planning import planner
+from models_app.planning.records import (
     DEFAULT_SPEED_GB_S,
     GPU_BACKEND_RAM,
     PlanningError,
@@ -14,8 +14,8 @@ from models_app.planning import (
     make_plan,
     read_machines,
 )
-from nodes import runtime
 from nodes.models import Node, NodeStatus, Probe
+from nodes.runtime import bundle as runtime
 from tests.rows import HOST_KEY, client_for
 
 MiB, GiB = 2**20, 2**30

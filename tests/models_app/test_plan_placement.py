@@ -2,11 +2,14 @@
 
 import pytest
 
-from jobs.engine import oneshot
-from models_app.bundled import bundled_model_path
-from models_app.gguf_meta import read_metadata
-from models_app.planner import Machine, MiB, Options, device_names, plan_mode, shape_of
-from nodes import install, probe, rpcserver, ssh
+from models_app.gguf.meta import read_metadata
+from models_app.library.bundled import bundled_model_path
+from models_app.llamacpp import oneshot
+from models_app.planning.planner import Machine, MiB, Options, device_names, plan_mode, shape_of
+from nodes.probing import probe
+from nodes.remote import ssh
+from nodes.runtime import install
+from nodes.servers import rpcserver
 from tests.conftest import wait_for_port
 from tests.nodes.laptops import target
 

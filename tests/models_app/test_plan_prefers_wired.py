@@ -1,8 +1,8 @@
 """Of laptops alike, the wired ones take the pipeline's busy stages; a Wi-Fi laptop gets what they cannot hold."""
 
-from models_app import plan_words
-from models_app.planner import GiB, Machine, MiB, plan_fastest
-from models_app.planning import as_record
+from models_app.planning import words as plan_words
+from models_app.planning.planner import GiB, Machine, MiB, plan_fastest
+from models_app.planning.records import as_record
 from tests.models_app.test_planner import SHAPE, SMALL
 
 HEAD = Machine("head", 200 * MiB, 10.0)  # the embedding and little more: the laptops hold the layers

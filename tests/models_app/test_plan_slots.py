@@ -3,9 +3,9 @@ with them or says in words what is allowed; deploying stores the slots the page 
 
 import pytest
 
-from models_app import planner
-from models_app.library import ensure_bundled
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment
+from models_app.planning import planner
 from nodes.models import Node
 
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIOMqqnkVzrm0SdG6UOoqKLsabgH5C9okWi0dh2l9GKJl"

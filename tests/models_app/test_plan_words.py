@@ -1,7 +1,7 @@
 """A plan in words: each machine's run of layers (llama.cpp's output layer named), the modes table's line
 (names while few, a summary past eight), and the bottleneck with its share of a token's time."""
 
-from models_app.plan_words import bottleneck, layers, split_rows, spread
+from models_app.planning.words import bottleneck, layers, split_rows, spread
 
 
 def stage(machine: str, first: int, count: int, seconds: float = 0.001) -> dict:

@@ -5,8 +5,8 @@ from itertools import combinations, pairwise, permutations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from models_app.fit import explain_no_fit
-from models_app.planner import (
+from models_app.planning.fit import explain_no_fit
+from models_app.planning.planner import (
     Calibration,
     GiB,
     Machine,

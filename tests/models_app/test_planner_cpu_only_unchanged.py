@@ -14,7 +14,7 @@ import random
 import sys
 from pathlib import Path
 
-from models_app.planner import Machine, MiB, ModelShape, Options, plan_mode
+from models_app.planning.planner import Machine, MiB, ModelShape, Options, plan_mode
 
 RECORDED = Path(__file__).parent / "fixtures" / "cpu_only_plans.json"
 LABS = 160

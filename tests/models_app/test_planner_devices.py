@@ -6,9 +6,9 @@ from itertools import permutations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clusterpanel.units import size
-from models_app.fit import explain_no_fit
-from models_app.planner import (
+from clusterpanel.kit.units import size
+from models_app.planning.fit import explain_no_fit
+from models_app.planning.planner import (
     GiB,
     Machine,
     MiB,
@@ -20,7 +20,7 @@ from models_app.planner import (
     plan_mode,
     stage_memory,
 )
-from models_app.split_search import SECOND_DEVICE_HOP, laptop_groups
+from models_app.planning.split_search import SECOND_DEVICE_HOP, laptop_groups
 from tests.models_app.test_planner import SHAPE, SMALL, check_plan
 
 HOP = 0.0016

@@ -2,8 +2,8 @@
 that of one micro-batch, the default is the most of 8, 4, 2, 1 that fit, and a plan that does not fit says
 how many slots, or how long a context, would."""
 
-from models_app.fit import explain_no_fit, most_slots
-from models_app.planner import (
+from models_app.planning.fit import explain_no_fit, most_slots
+from models_app.planning.planner import (
     Calibration,
     Machine,
     MiB,
@@ -15,7 +15,7 @@ from models_app.planner import (
     plan_mode,
     stage_memory,
 )
-from models_app.planning import people_at_once, why_these_slots
+from models_app.planning.records import people_at_once, why_these_slots
 
 SHAPE = ModelShape(layer_bytes=(100 * MiB,) * 8, token_embd_bytes=50 * MiB, output_bytes=40 * MiB,
                    n_embd=1024, n_head=8, n_head_kv=2, vocab_size=32000)

@@ -7,12 +7,12 @@ import time
 import pytest
 from django.db import connection
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus
 from models_app.tasks import prepare_deployment
-from nodes import ssh
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.nodes.laptops import register_all
 

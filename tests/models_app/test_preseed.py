@@ -9,10 +9,10 @@ import gguf
 import pytest
 from django.core.management import CommandError, call_command
 
-from models_app import deploy, preseed
-from models_app.library import ensure_bundled, register_path
+from models_app.deploying import deploy, preseed
+from models_app.deploying.tensor_cache import HASH_THRESHOLD, cache_name, fnv1a_64, hash_threshold
+from models_app.library.adding import ensure_bundled, register_path
 from models_app.models import Deployment, DeploymentStatus
-from models_app.tensor_cache import HASH_THRESHOLD, cache_name, fnv1a_64, hash_threshold
 from nodes.models import ActionKind, RpcServer, ServerStatus
 from tests.conftest import wait_until
 from tests.models_app.gguf_files import write_loadable_model

@@ -1,6 +1,6 @@
 """Pre-seeding is offered on the plan page, on by default, and the admin's choice reaches the deployment."""
 
-from models_app.library import ensure_bundled
+from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment
 from nodes.models import Node
 from tests.conftest import PASSWORD

@@ -3,7 +3,7 @@ sizes; a K-quant mix by its main type; a name ggml has no type for, as it is."""
 
 import pytest
 
-from models_app.quantization import described
+from models_app.gguf.quantization import described
 
 
 @pytest.mark.parametrize(("file_type", "words"), [

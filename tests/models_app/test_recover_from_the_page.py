@@ -5,7 +5,7 @@ deployment is not."""
 
 import re
 
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.jobs.standins import ready_deployment

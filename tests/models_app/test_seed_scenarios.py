@@ -9,9 +9,9 @@ import pytest
 from bench.llama_sizes import llama_says, local_rpc_servers
 from bench.seed_scenarios import HEAD, LAPTOP_16, OLD_8, refusal_lines
 from bench.sparse_gguf import MODELS, main, write_sparse
-from models_app import planner
-from models_app.gguf_meta import read_metadata
-from models_app.gguf_reader import read_header
+from models_app.gguf.meta import read_metadata
+from models_app.gguf.reader import read_header
+from models_app.planning import planner
 
 GiB = 2**30
 OPTIONS = planner.Options(ctx=2048, slots=1, head_may_hold_layers=False)

@@ -8,7 +8,7 @@ from channels.testing import WebsocketCommunicator
 from clusterpanel.asgi import application
 from models_app.models import DeploymentStage
 from nodes.models import Node, RpcServer, ServerStatus
-from nodes.supervisor import Supervisor
+from nodes.servers.supervisor import Supervisor
 from tests.jobs.standins import ready_deployment
 from tests.nodes.test_live_updates import headers_for
 

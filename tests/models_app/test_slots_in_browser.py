@@ -1,5 +1,5 @@
 """A lab admin watches a deployment's slots fill in a real browser as its engine reports them (the row's engine
-dict, then "deployment.engine" to the page's socket, as jobs/engine/runner.py set_engine does): "2 of 4 busy" with the
+dict, then "deployment.engine" to the page's socket, as jobs/engine/child.py set_engine does): "2 of 4 busy" with the
 jobs in them, then "4 of 4", and the tokens/s falling to 0 once no report has come for 5 s. The dashboard shows
 each deployment's waiting jobs, interactive and batch apart, and follows new ones without a reload."""
 
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from clusterpanel.broadcast import broadcast
+from clusterpanel.kit.broadcast import broadcast
 from jobs.models import Batch, Job, JobKind, JobStatus
 from models_app.models import Deployment
 from tests.browser import browser_page, log_in

@@ -7,7 +7,7 @@ import time
 import pytest
 
 from jobs.models import Batch, Job, JobKind, JobStatus
-from models_app.activity import engine_load
+from models_app.deploying.activity import engine_load
 from models_app.models import Deployment
 from tests.jobs.standins import ready_deployment
 

@@ -2,7 +2,7 @@
 stop let go, recovery giving up on them) do not turn it into "Failed" — the page after a restart said
 "Failed" of deployments someone had stopped."""
 
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
 from tests.jobs.standins import ready_deployment
 

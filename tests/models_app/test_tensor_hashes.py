@@ -7,8 +7,7 @@ import subprocess
 import gguf
 import pytest
 
-from models_app.library import register_path
-from models_app.tensor_cache import (
+from models_app.deploying.tensor_cache import (
     HASH_THRESHOLD,
     cache_name,
     fnv1a_64,
@@ -16,6 +15,7 @@ from models_app.tensor_cache import (
     hash_threshold,
     tensors_per_device,
 )
+from models_app.library.adding import register_path
 from tests.models_app.gguf_files import write_gguf
 
 

@@ -13,16 +13,16 @@ import re
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from jobs.engine import verify
-from models_app import deploy
-from models_app.gguf_meta import read_metadata
-from models_app.library import register_path
+from models_app.deploying import deploy
+from models_app.gguf.meta import read_metadata
+from models_app.library.adding import register_path
 from models_app.models import DeploymentStatus
-from models_app.plan_views import accuracy
-from models_app.planner import Machine, Options, plan_mode, shape_of
-from nodes import ssh
+from models_app.pages.plan_views import accuracy
+from models_app.planning.planner import Machine, Options, plan_mode, shape_of
 from nodes.models import ActionKind, RpcServer, ServerStatus
+from nodes.remote import ssh
 from tests.conftest import PASSWORD, wait_until
 from tests.jobs.cluster import end_engines, engine_ready
 from tests.models_app.ternary_files import quantized_models, tensors

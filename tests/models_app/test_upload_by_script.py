@@ -6,7 +6,7 @@ import os
 import subprocess
 from pathlib import Path
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import GgufModel, Upload
 from tests.models_app.gguf_files import write_gguf
 from tests.models_app.uploading import assert_nothing_left, send, start

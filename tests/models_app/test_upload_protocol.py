@@ -10,7 +10,7 @@ from django.conf import settings
 from django.test import Client
 from django.utils import timezone
 
-from clusterpanel.models import ApiToken, Role, User
+from clusterpanel.accounts.models import ApiToken, Role, User
 from models_app.models import GgufModel, Upload
 from tests.conftest import PASSWORD
 from tests.models_app.gguf_files import write_gguf

@@ -3,8 +3,8 @@ rpc-servers a test leaves running are ended with it."""
 
 import pytest
 
-from nodes import ssh
 from nodes.models import ActionKind
+from nodes.remote import ssh
 from tests.nodes.laptops import register_all
 
 

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
-from nodes import ssh
-from nodes.simlan import Lan, Laptop
+from nodes.remote import ssh
+from nodes.simlan.lan import Lan, Laptop
 
 
 def target(lan: Lan, laptop: Laptop, host_key: str | None = None) -> ssh.SSHTarget:
@@ -40,7 +40,7 @@ def register_all(lan: Lan, then: str) -> list:
 
 
 def set_link(lan: Lan, laptop_index: int, state: str) -> None:
-    """Plug (`up`) or unplug (`down`) a laptop's cable: its link on the LAN's bridge (nodes/simlan.py names it)."""
+    """Plug (`up`) or unplug (`down`) a laptop's cable: its link on the LAN's bridge (nodes/simlan/lan.py names it)."""
     import subprocess
 
     subprocess.run(["ip", "link", "set", f"cpv-{lan.name}{laptop_index}", state], check=True)

@@ -4,7 +4,7 @@ worker tries again rather than leave the action RUNNING forever."""
 import threading
 import time
 
-from nodes import actions
+from nodes.actions import steps as actions
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import run_action
 from tests.nodes.trouble import locked_database

@@ -13,8 +13,9 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
-from jobs.engine.runner import ENV_DEPLOYMENT, ENV_REVISION
-from nodes import actions, tasks
+from jobs.engine.child import ENV_DEPLOYMENT, ENV_REVISION
+from nodes import tasks
+from nodes.actions import steps as actions
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import INTERRUPTED, enqueue, run_action
 from tests.celery_workers import start_worker

@@ -1,7 +1,7 @@
 """A lab admin adds a laptop in the browser and watches the panel work on it live."""
 
-from nodes import ssh
 from nodes.models import Node
+from nodes.remote import ssh
 from tests.browser import browser_page, log_in
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import target

@@ -3,7 +3,7 @@ of its architecture, its rpc-server started, layers planned on it beside an x86-
 answer verified against the head's alone. A laptop of an architecture no bundle is built for is refused in words
 that offer the build on the laptop, and nothing is copied.
 
-The ARM laptop is a simulated laptop whose aarch64 programs run under qemu-user (nodes/simarm.py says what is
+The ARM laptop is a simulated laptop whose aarch64 programs run under qemu-user (nodes/simlan/arm.py says what is
 faked: `uname -m`, and the arm64 system libraries taken from Debian's cross packages). The riscv64 laptop is
 the same shim alone: nothing of it runs, as nothing of it should. Both are the run's own (tests/emulated.py,
 made once per run); the x86-64 laptop is the first of the run's simulated LAN. Under qemu, the one deployment
@@ -13,12 +13,12 @@ made once per run); the x86-64 laptop is the first of the run's simulated LAN. U
 import pytest
 
 from jobs.engine import verify
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import DeploymentStatus
-from nodes import ssh
 from nodes.models import ActionKind, ActionStatus, RpcServer, ServerStatus
-from nodes.runtime import find_bundle
+from nodes.remote import ssh
+from nodes.runtime.bundle import find_bundle
 from tests.conftest import wait_until
 from tests.jobs.cluster import end_engines, engine_ready
 from tests.nodes.laptops import register, run_now

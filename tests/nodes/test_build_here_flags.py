@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes import buildplan, toolchain
+from nodes.runtime import buildplan, toolchain
 
 FIXTURES = Path(__file__).parent / "fixtures" / "toolchain"
 CMAKE_MINIMUMS = {"ggml": "3.14", "cuda": "3.18", "vulkan": "3.19"}  # what this llama.cpp's CMakeLists ask

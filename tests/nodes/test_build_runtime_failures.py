@@ -8,8 +8,10 @@ import time
 
 import pytest
 
-from nodes import install, probe, ssh
 from nodes.models import ActionKind, ActionStatus
+from nodes.probing import probe
+from nodes.remote import ssh
+from nodes.runtime import install
 from tests.nodes.laptops import register, run_now, target
 
 FOLDER = "~/.cp-fail"

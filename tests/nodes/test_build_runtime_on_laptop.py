@@ -8,10 +8,13 @@ fixtures would be made, and the runtime built, twice."""
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
-from jobs.engine import llamacpp
-from nodes import build_here, install, probe, rpcserver, rpcsource, ssh, supervisor
+from clusterpanel.accounts.models import ApiToken
+from models_app.llamacpp import libllama as llamacpp
 from nodes.models import ActionKind, ActionStatus, NodeAction
+from nodes.probing import probe
+from nodes.remote import ssh
+from nodes.runtime import build_here, install, rpcsource
+from nodes.servers import rpcserver, supervisor
 from tests.nodes.laptops import register, run_now, target
 
 FOLDER = "~/.cp-build"  # this file's own install folder: other files' runtimes stay out of its way

@@ -5,7 +5,7 @@ with a 400 naming the field, and nothing is started. Laptops are listed as peopl
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from models_app.models import DeploymentStage, DeploymentStatus
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from tests.jobs.standins import ready_deployment

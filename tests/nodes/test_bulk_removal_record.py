@@ -4,7 +4,7 @@ it ran says it was already removed. The laptop's other actions go with it."""
 
 import pytest
 
-from clusterpanel.celery import app
+from clusterpanel.kit.celery import app
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import INTERRUPTED, run_action, settle_left_behind
 from tests.rows import HOST_KEY

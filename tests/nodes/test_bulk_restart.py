@@ -1,8 +1,8 @@
 """A script restarts the rpc-servers of a selection of laptops at once: the supervisor restarts each (new
 processes, running again), the action ends when it has, and a laptop with no server says it had none."""
 
-from nodes import serving
 from nodes.models import RpcServer, ServerStatus
+from nodes.servers import serving
 from tests.conftest import wait_until
 from tests.nodes.test_laptops_api import api, events
 

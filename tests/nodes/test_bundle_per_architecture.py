@@ -12,8 +12,8 @@ from importlib import metadata
 
 import pytest
 
-from nodes import install
-from nodes.runtime import RuntimeNotFound, find_bundle
+from nodes.runtime import install
+from nodes.runtime.bundle import RuntimeNotFound, find_bundle
 
 SOURCE = {"llama_cpp_python": metadata.version("llama-cpp-python"), "llama_cpp_commit": "4227c9b",
           "llama_cpp_patches": ["0001-a.patch"], "rpc_protocol": "3.0.0"}

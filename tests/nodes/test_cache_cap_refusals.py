@@ -7,7 +7,7 @@ import json
 import pytest
 from django.test import Client
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from nodes.models import Node
 from tests.rows import HOST_KEY, client_for
 

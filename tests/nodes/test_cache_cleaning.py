@@ -11,11 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from models_app import deploy, preseed
+from models_app.deploying import deploy, preseed
+from models_app.deploying.tensor_cache import file_stamp, hash_threshold
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel, ModelStatus
-from models_app.tensor_cache import file_stamp, hash_threshold
-from nodes import cleaning, rpccache, tasks
+from nodes import tasks
 from nodes.models import ActionKind, NodeStatus
+from nodes.servers import cache as rpccache
+from nodes.servers import cleaning
 from tests.nodes.laptops import register, run_now
 from tests.rows import client_for
 

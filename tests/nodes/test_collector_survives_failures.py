@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from nodes import metrics
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus
 from tests.conftest import ROOT, child_env, stop, wait_until
 from tests.nodes.laptops import register, set_link

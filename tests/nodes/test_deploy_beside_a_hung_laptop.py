@@ -8,11 +8,13 @@ import threading
 import time
 from itertools import pairwise
 
-from models_app import deploy
-from models_app.library import ensure_bundled
+from models_app.deploying import deploy
+from models_app.library.adding import ensure_bundled
 from models_app.models import DeploymentStatus
-from nodes import metrics, probe, ssh
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
+from nodes.probing import probe
+from nodes.remote import ssh
 from tests.conftest import ROOT, child_env, stop, wait_until
 from tests.jobs.cluster import end_engines
 from tests.nodes.trouble import frozen_sshd

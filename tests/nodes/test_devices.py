@@ -3,9 +3,9 @@ choice, and a GPU left idle explained in words."""
 
 import pytest
 
-from nodes.devices import Device, gpu_unused, parse
-from nodes.forms import EditNodeForm
 from nodes.models import Node, Probe
+from nodes.pages.forms import EditNodeForm
+from nodes.probing.devices import Device, gpu_unused, parse
 
 LISTED = ("device\tCPU\tcpu\t25276485632\t25276485632\tAMD EPYC\n"
           "device\tVulkan0\tgpu\t6442450944\t6039797760\tNVIDIA GeForce RTX 2060\n"

@@ -4,8 +4,8 @@ from datetime import timedelta
 
 from django.utils import timezone
 
-from nodes.doctor import ERROR, OK, WARN, diagnose
 from nodes.models import ActionKind, LinkCheck, Node, NodeStatus, Probe, RpcServer, ServerStatus
+from nodes.probing.doctor import ERROR, OK, WARN, diagnose
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import register, run_now
 
@@ -122,8 +122,8 @@ PI4_FEATURES = "fp asimd evtstrm crc32 cpuid"
 
 
 def test_an_arm_laptop_is_judged_by_arm_features_not_by_avx2():
-    from nodes.doctor import cpu_features
-    from nodes.probe import parse
+    from nodes.probing.doctor import cpu_features
+    from nodes.probing.probe import parse
 
     pi5 = parse({"arch": "aarch64", "cpu_model": "Cortex-A76", "cpu_flags": PI5_FEATURES})
     assert pi5["cpu_flags"] == ["asimd", "asimddp", "asimdhp", "fphp"]

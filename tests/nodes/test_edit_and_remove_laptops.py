@@ -8,8 +8,9 @@ import pytest
 from django.test import Client
 
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus
-from nodes import rpcserver, ssh
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction, NodeStatus, RpcServer
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 from tests.jobs.standins import ready_deployment
 from tests.nodes.laptops import register, run_now, target
 from tests.rows import HOST_KEY

@@ -1,5 +1,5 @@
 """A laptop that comes back at another address (a new DHCP lease: its namespace's address changes and its sshd
-listens there, nodes/simdhcp.py) is found again by its pinned host key when the admin scans the range or types
+listens there, nodes/simlan/dhcp.py) is found again by its pinned host key when the admin scans the range or types
 the new address, and stays the same laptop: its row, its deployments' history, a probe at the new address. A
 laptop showing another key at its old address is not matched; the host-key approval flow stays."""
 
@@ -7,8 +7,10 @@ import pytest
 from django.test import Client
 
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus
-from nodes import refind, simdhcp, ssh
+from nodes.laptops import refind
 from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus, RpcServer
+from nodes.remote import ssh
+from nodes.simlan import dhcp as simdhcp
 from nodes.tasks import run_action
 from tests.jobs.standins import ready_deployment
 from tests.nodes.laptops import register, run_now
@@ -151,7 +153,7 @@ def test_a_scan_whose_worker_stopped_is_settled_and_one_that_fails_says_what_it_
 
     from django.utils import timezone
 
-    from clusterpanel.celery import app
+    from clusterpanel.kit.celery import app
     from nodes.tasks import settle_left_behind
     from tests.rows import HOST_KEY
 

@@ -4,8 +4,8 @@ import time
 
 import pytest
 
-from nodes import ssh
 from nodes.models import ActionKind, ActionStatus, Node, NodeStatus
+from nodes.remote import ssh
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import register, run_now
 from tests.services import lan_harness, unused_address

@@ -2,7 +2,7 @@
 when the server stops; where systemd-inhibit cannot inhibit, the server runs anyway and the page says so.
 
 The simulated laptops have no logind, which systemd-inhibit needs, so each test puts a stand-in first on the
-laptop's PATH (nodes/simpower.py): it notes what it was asked to hold, runs the command and waits for it, as the
+laptop's PATH (nodes/simlan/power.py): it notes what it was asked to hold, runs the command and waits for it, as the
 real one does. Everything else is real: sshd, the runtime, the server, the supervisor.
 """
 
@@ -10,8 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from nodes import rpcserver, simpower, ssh
 from nodes.models import ActionKind, RpcServer
+from nodes.remote import ssh
+from nodes.servers import rpcserver
+from nodes.simlan import power as simpower
 from tests.conftest import wait_until
 from tests.nodes.laptops import register, run_now
 from tests.rows import client_for

@@ -10,9 +10,9 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from clusterpanel.models import ApiToken
-from nodes import ssh
+from clusterpanel.accounts.models import ApiToken
 from nodes.models import Node
+from nodes.remote import ssh
 from tests.rows import HOST_KEY, client_for
 
 ADDRESS = "127.0.0.1"  # nothing answers there: every value is refused before a connection is tried
@@ -78,7 +78,7 @@ def test_every_door_refuses_the_value_in_the_same_words(web_server, alice, lapto
 
 
 def test_the_ssh_door_itself_refuses_what_the_fields_refuse():
-    """A row saved before these rules never reaches ssh's command line either (nodes/ssh.py checks again)."""
+    """A row saved before these rules never reaches ssh's command line either (nodes/remote/ssh.py checks again)."""
     for field, value, _ in CASES:
         if field in ("host", "username"):
             target = ssh.SSHTarget(**{"host": ADDRESS, "username": "lab", field: value}, host_key=HOST_KEY,
@@ -88,7 +88,7 @@ def test_the_ssh_door_itself_refuses_what_the_fields_refuse():
 
 
 def test_a_domain_login_is_a_user_name_and_an_address_after_the_at_is_not():
-    from nodes import logins
+    from nodes.remote import logins
 
     assert logins.user_problem("alice@corp") is None and logins.user_problem("alice@corp.example.org") is None
     assert "not user@host" in logins.user_problem("lab@10.0.0.5") and logins.user_problem("lab@fe80::1")

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
 from tests.conftest import wait_until
 

@@ -1,7 +1,7 @@
 """A laptop on battery, held back or on Wi-Fi: its facts flow from the laptop to its page, its 1 Hz samples and the
 plan, and a Wi-Fi laptop gets less work than a wired one alike.
 
-Real sshd on simulated laptops; faked only what this machine lacks (nodes/simpower.py): a battery in
+Real sshd on simulated laptops; faked only what this machine lacks (nodes/simlan/power.py): a battery in
 /sys/class/power_supply, bound over that laptop's own; a Wi-Fi name for its link. The throttling is real: a cgroup
 CPU limit holding back a busy loop.
 """
@@ -11,11 +11,13 @@ import contextlib
 import pytest
 
 from models_app.models import GgufModel
-from models_app.planning import make_plan
-from nodes import metrics, simpower, ssh
+from models_app.planning.records import make_plan
+from nodes.metrics import store as metrics
+from nodes.metrics.sampler import SCRIPT, Sampler
 from nodes.models import ActionKind
-from nodes.sampler import SCRIPT, Sampler
-from nodes.simlan import run
+from nodes.remote import ssh
+from nodes.simlan import power as simpower
+from nodes.simlan.lan import run
 from tests.nodes.laptops import register, run_now
 from tests.rows import client_for
 from tests.services import lan_harness

@@ -9,7 +9,7 @@ from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
 
 from clusterpanel.asgi import application
-from nodes import metrics
+from nodes.metrics import store as metrics
 from nodes.models import MetricMinute, Node, NodeStatus
 from tests.conftest import wait_until
 from tests.nodes.laptops import register, set_link

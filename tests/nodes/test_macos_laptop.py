@@ -1,6 +1,7 @@
-"""A Mac on the LAN (a simulated laptop answering through recorded macOS tools, nodes/simos.py; no setsid, no nproc):
-it is probed and shown as macOS, told there is no macOS bundle and how to build, its rpc-server is started, watched,
-restarted after a kill and stopped by the supervisor, its samples are read; a Mac lacking its own tools is told so.
+"""A Mac on the LAN (a simulated laptop answering through recorded macOS tools, nodes/simlan/systems.py; no setsid, no
+nproc): it is probed and shown as macOS, told there is no macOS bundle and how to build, its rpc-server is started,
+watched, restarted after a kill and stopped by the supervisor, its samples are read; a Mac lacking its own tools is
+told so.
 
 What is real: sshd, the shell, awk, ps, the rpc-server (Linux's binary: the runtime is put there before the laptop
 becomes a Mac, as a Mac's own build would be), the supervisor. What is recorded: the answers of macOS's tools."""
@@ -9,9 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from nodes import install, platforms, probe, rpcserver, sampler, simos, ssh
+from nodes.metrics import sampler
 from nodes.models import ActionKind, ActionStatus, RpcServer, ServerStatus
-from nodes.runtime import find_bundle
+from nodes.probing import platforms, probe
+from nodes.remote import ssh
+from nodes.runtime import install
+from nodes.runtime.bundle import find_bundle
+from nodes.servers import rpcserver
+from nodes.simlan import systems as simos
 from tests.conftest import PASSWORD, wait_until
 from tests.nodes.laptops import register, run_now, target
 from tests.services import lan_harness

@@ -3,8 +3,8 @@
 
 import pytest
 
-from nodes import ssh
 from nodes.models import ActionKind, ActionStatus
+from nodes.remote import ssh
 from tests.nodes.laptops import register, run_now
 from tests.services import lan_harness
 

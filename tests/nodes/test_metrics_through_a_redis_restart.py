@@ -7,8 +7,9 @@ collector does with their samples."""
 import logging
 import time
 
-from clusterpanel.outage import Outage
-from nodes import collector, metrics
+from clusterpanel.kit.outage import Outage
+from nodes.metrics import collector
+from nodes.metrics import store as metrics
 from nodes.models import Node
 from tests.services import redis_down
 
@@ -25,7 +26,7 @@ def test_each_laptops_stream_goes_on_through_a_redis_restart_and_the_log_says_it
     streams = [collector.NodeStream(Node.objects.create(name=f"n{n}", host=f"10.232.0.{n + 10}", username="u"),
                                     publisher, 1.0) for n in range(LAPTOPS)]
     try:
-        with caplog.at_level(logging.INFO, logger="nodes.collector"):
+        with caplog.at_level(logging.INFO, logger="nodes.metrics.collector"):
             for stream in streams:
                 stream.publish(sample(0))  # pooled connections, which the restart leaves stale
             with redis_down():

@@ -4,7 +4,7 @@
 import pytest
 
 from nodes.models import ActionKind, ActionStatus, LinkCheck
-from nodes.netcheck import warnings
+from nodes.probing.netcheck import warnings
 from tests.nodes.laptops import register, run_now
 from tests.services import lan_harness
 

@@ -9,7 +9,7 @@ import time
 from asgiref.sync import async_to_sync
 from channels.layers import get_channel_layer
 
-from nodes import collector
+from nodes.metrics import collector
 from nodes.models import Node, NodeStatus
 
 

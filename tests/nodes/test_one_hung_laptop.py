@@ -5,8 +5,9 @@ import subprocess
 import sys
 import time
 
-from nodes import metrics, ssh
+from nodes.metrics import store as metrics
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
+from nodes.remote import ssh
 from tests.conftest import ROOT, child_env, stop, wait_until
 from tests.nodes.trouble import frozen_sshd
 

@@ -1,6 +1,6 @@
 """macOS, WSL2 and native Windows read from what their tools print (tests/nodes/fixtures/platforms/): the probe's and
-the sampler's macOS shell runs here for real, its tools answering from the recordings (nodes/simos.py); WSL's kernel
-lines and Windows' shells' answers go through the panel's readers."""
+the sampler's macOS shell runs here for real, its tools answering from the recordings (nodes/simlan/systems.py); WSL's
+kernel lines and Windows' shells' answers go through the panel's readers."""
 
 import subprocess
 from pathlib import Path
@@ -8,7 +8,10 @@ from pathlib import Path
 import pytest
 from django.template.loader import render_to_string
 
-from nodes import install, platforms, power, probe, sampler, simos
+from nodes.metrics import sampler
+from nodes.probing import platforms, power, probe
+from nodes.runtime import install
+from nodes.simlan import systems as simos
 
 FIXTURES = Path(__file__).parent / "fixtures" / "platforms"
 MANIFEST = {"os": "linux", "arch": "x86_64", "min_glibc": "2.35", "min_glibcxx": "3.4.30"}

@@ -1,8 +1,8 @@
 """A laptop's battery, CPU clock, CPU limit and link read from what sysfs says: nonsense is a clear unknown."""
 
-from nodes import power
-from nodes.probe import parse
-from nodes.sampler import Sampler
+from nodes.metrics.sampler import Sampler
+from nodes.probing import power
+from nodes.probing.probe import parse
 from tests.nodes.test_sampler import FIRST, SECOND, feed
 
 

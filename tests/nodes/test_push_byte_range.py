@@ -5,7 +5,8 @@ import os
 
 import pytest
 
-from nodes import rpccache, ssh
+from nodes.remote import ssh
+from nodes.servers import cache as rpccache
 from tests.nodes.laptops import register
 
 

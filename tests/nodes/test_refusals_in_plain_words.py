@@ -6,8 +6,8 @@ import socket
 
 import pytest
 
-from models_app.gguf_meta import GGUFError, check_header
-from nodes import ssh
+from models_app.gguf.meta import GGUFError, check_header
+from nodes.remote import ssh
 from tests.conftest import free_port
 
 

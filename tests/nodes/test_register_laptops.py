@@ -46,7 +46,7 @@ def test_it_installs_the_panels_key_with_a_password_used_once(lan, db):
 
 
 def test_it_refuses_a_wrong_key_and_saves_nothing(lan, db, tmp_path):
-    from nodes import ssh
+    from nodes.remote import ssh
 
     laptop = lan(3).laptops[0]
     stranger = tmp_path / "stranger"
@@ -76,7 +76,7 @@ def test_it_says_plainly_that_a_file_is_not_a_key(lan, db, tmp_path):
 def test_it_gives_up_on_an_unreachable_address_within_the_connect_timeout(lan, db):
     import time
 
-    from nodes import ssh
+    from nodes.remote import ssh
 
     ghost = unused_address(lan(3).subnet)
     started = time.monotonic()

@@ -4,8 +4,10 @@ import json
 
 import pytest
 
-from jobs.engine import llamacpp, oneshot
-from nodes import rpc, ssh
+from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import oneshot
+from nodes.remote import ssh
+from nodes.servers import handshake as rpc
 from tests.conftest import wait_for_port
 from tests.nodes.laptops import target
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from nodes import rpcserver
+from nodes.servers import rpcserver
 
 FAKE_SERVER = "#!/bin/sh\nwhile :; do sleep 0.2; done\n"  # its command line names ggml-rpc-server, as they check
 SLOW_MV = "#!/bin/sh\nsleep 2\nexec /bin/mv \"$@\"\n"

@@ -5,10 +5,12 @@ import time
 import pytest
 from django.test import Client
 
-from clusterpanel.models import Role, User
-from jobs.engine import llamacpp
-from nodes import rpc, rpcserver, ssh
+from clusterpanel.accounts.models import Role, User
+from models_app.llamacpp import libllama as llamacpp
 from nodes.models import Connection, RpcServer, ServerStatus
+from nodes.remote import ssh
+from nodes.servers import handshake as rpc
+from nodes.servers import rpcserver
 from tests.conftest import wait_until
 
 RESTART_WITHIN_S = 10  # documented in README: a dead server is back within 10 s

@@ -2,8 +2,9 @@
 
 import pytest
 
-from nodes import install, ssh, transfer
 from nodes.models import ActionKind, ActionStatus
+from nodes.remote import ssh, transfer
+from nodes.runtime import install
 from tests.nodes.laptops import register, run_now
 
 

@@ -11,8 +11,8 @@ import tarfile
 
 import pytest
 
-from jobs.engine import oneshot
-from nodes import rpc
+from models_app.llamacpp import oneshot
+from nodes.servers import handshake as rpc
 from scripts.llama_source import extract_all
 from tests.conftest import free_port, stop, wait_for_port
 

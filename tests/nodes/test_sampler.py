@@ -1,6 +1,6 @@
 """Turning a laptop's raw /proc readings into samples."""
 
-from nodes.sampler import Sampler
+from nodes.metrics.sampler import Sampler
 
 FIRST = """T 1000.0
 cpu  100 0 100 800 0 0 0 0 0 0

@@ -43,7 +43,7 @@ def test_it_keeps_no_private_key_in_clear_in_the_database_file(lan, transactiona
 
 
 def test_it_never_sends_a_private_key_back_to_the_browser(lan, client, alice):
-    from nodes.forms import sign_host_key
+    from nodes.pages.forms import sign_host_key
 
     the_lan = lan(3)
     laptop = the_lan.laptops[0]

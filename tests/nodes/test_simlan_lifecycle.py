@@ -10,8 +10,8 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
-from nodes import ssh
-from nodes.simlan import SimLan, is_running
+from nodes.remote import ssh
+from nodes.simlan.lan import SimLan, is_running
 from tests.services import lan_harness, slotted
 
 SUBNET = "10.233.0.0/24"

@@ -2,7 +2,7 @@
 
 import pytest
 
-from nodes import ssh
+from nodes.remote import ssh
 from tests.nodes.laptops import target
 
 

@@ -5,7 +5,7 @@ import time
 
 import pytest
 
-from nodes import ssh
+from nodes.remote import ssh
 from tests.nodes.laptops import target
 from tests.nodes.trouble import frozen_sshd
 

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from nodes import rpcserver, ssh
 from nodes.models import RpcServer, ServerStatus
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 from tests.conftest import ROOT, child_env, stop, wait_until
 from tests.nodes.trouble import locked_database
 

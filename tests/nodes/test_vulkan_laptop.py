@@ -9,9 +9,11 @@ Measure speed's. The other tests run the Vulkan runtime only to list its devices
 
 import pytest
 
-from jobs.engine import oneshot
-from nodes import devices, rpcserver, speed, ssh
+from models_app.llamacpp import oneshot
 from nodes.models import ActionKind, ActionStatus
+from nodes.probing import devices, speed
+from nodes.remote import ssh
+from nodes.servers import rpcserver
 from tests.conftest import wait_until
 from tests.nodes.laptops import register, run_now
 
@@ -68,14 +70,14 @@ def test_measure_speed_measures_each_device_and_the_gpus_server_holds_every_laye
     from test_a_server_on_the_vulkan_device_holds_every_layer_and_generates, which started one more server of its
     own on lavapipe to show it). Its answer is read as llama.cpp gave it, its log as the server wrote it."""
     node, _ = gpu_laptop
-    answers, complete, runner = [], oneshot.complete, speed.runner
+    answers, complete, runner = [], oneshot.complete, speed.run_bundled.function
 
     def kept(*args, **kwargs) -> dict:
         answers.append(complete(*args, **kwargs))
         return answers[-1]
 
     monkeypatch.setattr(oneshot, "complete", kept)
-    monkeypatch.setattr(speed, "runner", lambda endpoint, tokens: runner(endpoint, MEASURED_TOKENS))
+    monkeypatch.setattr(speed.run_bundled, "function", lambda endpoint, tokens: runner(endpoint, MEASURED_TOKENS))
     action = run_now(node, ActionKind.MEASURE_SPEED)
     assert action.status == ActionStatus.SUCCEEDED, action.error
     assert not action.progress["failed"], action.progress["failed"]  # a device it could not measure, and why

@@ -2,17 +2,17 @@
 probe, in words that point to WSL2, with nothing saved; one running WSL2 (its kernel says so: a `uname` shim, since
 /proc/version cannot be changed here) is probed as Linux and shown as "Windows (WSL2)" with its memory limit.
 
-What is faked (nodes/simos.py): the native laptop's login shell, a script answering as cmd.exe does; the WSL2
+What is faked (nodes/simlan/systems.py): the native laptop's login shell, a script answering as cmd.exe does; the WSL2
 laptop's `uname`. Everything else is the simulated laptop's own: sshd, its user, its Linux."""
 
 from pathlib import Path
 
 import pytest
 
-from nodes import ssh
+from nodes.laptops.registration import RegistrationError, register
 from nodes.models import ActionKind, ActionStatus, Node
-from nodes.registration import RegistrationError, register
-from nodes.simos import make_windows, make_wsl2
+from nodes.remote import ssh
+from nodes.simlan.systems import make_windows, make_wsl2
 from tests.conftest import PASSWORD
 from tests.nodes.laptops import register as register_directly
 from tests.nodes.laptops import run_now

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from django.conf import settings
 
-from nodes.simlan import Laptop
+from nodes.simlan.lan import Laptop
 
 
 def children_by_parent() -> dict[int, list[tuple[int, str]]]:

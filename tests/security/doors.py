@@ -98,7 +98,7 @@ class Cost:
 def measured():
     """Time, this process's peak memory growth, and the header reads' own reports, over the block."""
     cost, handler = Cost(), ReadLog()
-    logger = logging.getLogger("models_app.gguf_reader")
+    logger = logging.getLogger("models_app.gguf.reader")
     logger.addHandler(handler)
     level = logger.level
     logger.setLevel(logging.DEBUG)

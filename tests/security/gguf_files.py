@@ -13,7 +13,7 @@ from pathlib import Path
 import gguf
 import numpy as np
 
-from models_app.bundled import bundled_model_path
+from models_app.library.bundled import bundled_model_path
 
 T = gguf.GGUFValueType
 ALIGNMENT = 32  # the data section starts aligned; splicing whole multiples of it keeps every offset valid

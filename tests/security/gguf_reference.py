@@ -8,7 +8,7 @@ from pathlib import Path
 
 import gguf
 
-from models_app.gguf_meta import GGUFError, ModelMetadata  # the same result type: compared whole
+from models_app.gguf.meta import GGUFError, ModelMetadata  # the same result type: compared whole
 
 KNOWN_ARCHITECTURES = set(gguf.MODEL_ARCH_NAMES.values())
 LAYER_TENSOR = re.compile(r"^blk\.(\d+)\.")

@@ -17,9 +17,9 @@ import pytest
 import requests
 from django.conf import settings
 
-from clusterpanel.bodylimits import FORM_ROOM, limit_for
-from clusterpanel.models import ApiToken
-from clusterpanel.webserver import route_name
+from clusterpanel.accounts.models import ApiToken
+from clusterpanel.web.bodylimits import FORM_ROOM, limit_for
+from clusterpanel.web.webserver import route_name
 from tests.conftest import PASSWORD
 
 HUGE = 200 << 20
@@ -36,7 +36,7 @@ def server_pid(url: str) -> int:
             argv = (entry / "cmdline").read_bytes().split(b"\0")
         except OSError:
             continue
-        if b"clusterpanel.webserver" in argv or b"daphne" in argv:
+        if b"clusterpanel.web.webserver" in argv or b"daphne" in argv:
             if port.encode() in argv:
                 return int(entry.name)
     raise AssertionError(f"no web server on port {port}")

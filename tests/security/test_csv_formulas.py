@@ -13,9 +13,9 @@ import json
 import pytest
 from django.test import Client
 
-from jobs.batching import batches
-from jobs.batching import output as batch_output
-from jobs.engine import serve
+from jobs.batches import output as batch_output
+from jobs.batches import service as batches
+from jobs.engine import loop as serve
 from jobs.models import Batch, JobStatus
 from models_app.models import Deployment
 from tests.jobs.conftest import engine_child_here, head_deployment

@@ -6,7 +6,7 @@ import sys
 
 from tests.conftest import ROOT
 
-ENCRYPT = "import django; django.setup(); from clusterpanel.crypto import encrypt; print(encrypt('a secret'))"
+ENCRYPT = "import django; django.setup(); from clusterpanel.kit.crypto import encrypt; print(encrypt('a secret'))"
 
 
 def test_it_keeps_the_key_where_fernet_key_file_says(tmp_path):

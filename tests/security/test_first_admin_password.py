@@ -7,7 +7,7 @@ import stat
 import subprocess
 import sys
 
-from clusterpanel.models import User
+from clusterpanel.accounts.models import User
 from tests.conftest import ROOT, child_env
 
 

@@ -7,7 +7,7 @@ no model row, no upload row, no part file, no file in the models folder.
 
 import pytest
 
-from models_app import gguf_reader
+from models_app.gguf import reader as gguf_reader
 from models_app.models import GgufModel
 from tests.conftest import PASSWORD
 from tests.models_app.uploading import assert_nothing_left

@@ -3,8 +3,8 @@ of GGUF file the tests write, give the same ModelMetadata, field for field."""
 
 import pytest
 
-from models_app.bundled import bundled_model_path
-from models_app.gguf_meta import read_metadata
+from models_app.gguf.meta import read_metadata
+from models_app.library.bundled import bundled_model_path
 from tests.models_app.gguf_files import write_gguf, write_loadable_model
 from tests.security import gguf_reference
 from tests.security.gguf_files import real_header_model, write_model

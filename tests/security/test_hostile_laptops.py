@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from django.core.management import CommandError, call_command
 
-from nodes import ssh
-from nodes.forms import sign_host_key
 from nodes.models import Node
+from nodes.pages.forms import sign_host_key
+from nodes.remote import ssh
 
 USER_RULE = "A user name holds only letters, digits"
 HOST_RULE = "Enter an IP address or a host name"

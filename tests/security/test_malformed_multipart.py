@@ -3,7 +3,7 @@ bodies itself (for nothing: daphne hands Django the raw body) and answered a bar
 
 import requests
 
-from clusterpanel.models import ApiToken
+from clusterpanel.accounts.models import ApiToken
 
 BODY = b"--c637e12e2b1a998d80d1b087531af51c--\r\n"  # a closing boundary alone
 HEADERS = {"Content-Type": "multipart/form-data; boundary=c637e12e2b1a998d80d1b087531af51c"}

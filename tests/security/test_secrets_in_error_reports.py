@@ -8,7 +8,7 @@ from django.db.models.query import QuerySet
 from django.test import RequestFactory
 from django.views.debug import ExceptionReporter
 
-from clusterpanel import apiauth
+from clusterpanel.accounts import apiauth
 
 
 def error_report(request) -> str:

@@ -9,9 +9,9 @@ import pytest
 from django.core.management import CommandError, call_command
 from django.test import override_settings
 
-from nodes import ssh
-from nodes.forms import sign_host_key
 from nodes.models import Node, PanelKey
+from nodes.pages.forms import sign_host_key
+from nodes.remote import ssh
 
 PASSWORD = "hunter2-never-shown"
 HOST_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIMOeun98x6IoOrAjcVNCpU+7J/tqKw5K23z/UaKwM3N9"

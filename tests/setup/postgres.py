@@ -15,7 +15,7 @@ from pathlib import Path
 
 import psycopg
 
-from clusterpanel.redis_server import any_free_port
+from clusterpanel.run.redis_server import any_free_port
 
 
 class PostgresMissing(RuntimeError):

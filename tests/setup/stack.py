@@ -22,7 +22,7 @@ from pathlib import Path
 
 import yaml
 
-from clusterpanel.redis_server import any_free_port
+from clusterpanel.run.redis_server import any_free_port
 from tests import nginx
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,10 +16,10 @@ import pytest
 import requests
 from websockets.sync.client import connect
 
-from clusterpanel import bodylimits
 from clusterpanel.management.commands.runpanel import Command as RunPanel
-from clusterpanel.redis_server import RedisServer
-from nodes import ssh
+from clusterpanel.run.redis_server import RedisServer
+from clusterpanel.web import bodylimits
+from nodes.remote import ssh
 from tests.conftest import ROOT, wait_for_port, wait_until
 from tests.nodes.laptops import target
 from tests.setup.postgres import Postgres

@@ -9,7 +9,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from clusterpanel.redis_server import port_is_free
+from clusterpanel.run.redis_server import port_is_free
 from tests.clusterpanel.test_runpanel import children_of, still_running
 from tests.conftest import free_port, wait_for_port
 
@@ -53,7 +53,7 @@ def test_it_sets_up_starts_the_panel_and_ctrl_c_leaves_nothing_behind(tmp_path):
         processes = children_of(panel.pid)
         names = {Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ") for pid in processes
                  if Path(f"/proc/{pid}").exists()}
-        for wanted in (b"clusterpanel.webserver", b"celery", b"supervise", b"metrics", b"redis-server"):
+        for wanted in (b"clusterpanel.web.webserver", b"celery", b"supervise", b"metrics", b"redis-server"):
             assert any(wanted in name for name in names), f"{wanted!r} is not running under `make run`"
     finally:
         if panel.poll() is None:

@@ -54,7 +54,7 @@ def test_the_head_picks_the_cpu_code_a_laptop_on_this_cpu_picks(runtime_bundle, 
 
 def test_a_model_loaded_on_the_head_answers_with_the_loaded_cpu_code():
     prompt = json.dumps([{"role": "user", "content": "Name three rivers."}])
-    done = subprocess.run([sys.executable, "-m", "jobs.engine.oneshot", "--prompt=", "--max-tokens", "8",
+    done = subprocess.run([sys.executable, "-m", "models_app.llamacpp.oneshot", "--prompt=", "--max-tokens", "8",
                            "--ctx", "512", f"--chat={prompt}"], cwd=ROOT, capture_output=True, text=True,
                           timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]

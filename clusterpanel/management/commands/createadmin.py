@@ -2,7 +2,7 @@ import os
 
 from django.core.management.base import BaseCommand
 
-from clusterpanel.accounts import ensure_first_admin, password_file
+from clusterpanel.accounts.first_admin import ensure_first_admin, password_file
 
 
 class Command(BaseCommand):

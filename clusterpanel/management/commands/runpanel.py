@@ -1,4 +1,4 @@
-"""Set up and start the whole panel in the foreground, its processes kept running (clusterpanel/keeper.py)."""
+"""Set up and start the whole panel in the foreground, its processes kept running (clusterpanel/run/keeper.py)."""
 
 import os
 import shlex
@@ -10,11 +10,11 @@ from django.conf import settings
 from django.core.management import call_command
 from django.core.management.base import BaseCommand, CommandError
 
-from clusterpanel import processes
-from clusterpanel.accounts import ensure_first_admin
-from clusterpanel.keeper import Keeper
-from clusterpanel.redis_server import choose_port, port_is_free, redis_command
-from models_app.library import ensure_bundled
+from clusterpanel.accounts.first_admin import ensure_first_admin
+from clusterpanel.run import processes
+from clusterpanel.run.keeper import Keeper
+from clusterpanel.run.redis_server import choose_port, port_is_free, redis_command
+from models_app.library.adding import ensure_bundled
 
 
 class Interrupted(Exception):
@@ -79,7 +79,7 @@ class Command(BaseCommand):
 
     def check_cpu(self) -> None:
         """Before any engine loads a model: which of llama.cpp's kernels run here (kept once tried)."""
-        from jobs.engine import cpucheck
+        from models_app.llamacpp import cpucheck
 
         verdict = cpucheck.verdict()
         if not verdict.runs:
@@ -100,10 +100,10 @@ class Command(BaseCommand):
             processes["redis"] = shlex.join(redis_command(redis_port, settings.DATA_DIR))
         else:
             self.check_redis(redis_url)
-        # daphne, refusing request bodies over their limit before reading them (clusterpanel/webserver.py);
+        # daphne, refusing request bodies over their limit before reading them (clusterpanel/web/webserver.py);
         # behind a proxy, taking the client's address and scheme from the headers the proxy sets.
         proxied = "--proxy-headers " if settings.BEHIND_TLS_PROXY else ""
-        processes["web"] = (f"{python} -m clusterpanel.webserver -b {shlex.quote(host)} -p {port} {proxied}"
+        processes["web"] = (f"{python} -m clusterpanel.web.webserver -b {shlex.quote(host)} -p {port} {proxied}"
                             "clusterpanel.asgi:application")
         processes["worker"] = f"{python} -m celery -A clusterpanel worker --loglevel INFO --concurrency {workers}"
         # Periodic tasks (settings.CELERY_BEAT_SCHEDULE: the laptops' caches cleaned every hour); one beat only.

@@ -1,8 +1,9 @@
-"""Which of llama.cpp's CPU kernels run on this machine (jobs/engine/cpucheck.py): tried once per CPU and build."""
+"""Which of llama.cpp's CPU kernels run on this machine (models_app/llamacpp/cpucheck.py): tried once per CPU and
+build."""
 
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs.engine import cpucheck
+from models_app.llamacpp import cpucheck
 
 
 class Command(BaseCommand):

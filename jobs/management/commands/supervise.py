@@ -3,9 +3,9 @@
 
 from django.core.management.base import BaseCommand
 
+from clusterpanel.kit.service_loop import run_until_stopped
 from jobs.engine.workers import Engines
-from nodes.loop import run_until_stopped
-from nodes.supervisor import Supervisor
+from nodes.servers.supervisor import Supervisor
 
 
 class Command(BaseCommand):

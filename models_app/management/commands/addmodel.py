@@ -1,6 +1,6 @@
 from django.core.management.base import BaseCommand, CommandError
 
-from models_app.library import LibraryError, register_path
+from models_app.library.adding import LibraryError, register_path
 
 
 class Command(BaseCommand):

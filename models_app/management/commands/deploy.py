@@ -4,9 +4,9 @@ import argparse
 
 from django.core.management.base import BaseCommand, CommandError
 
-from models_app import deploy
+from models_app.deploying import deploy
 from models_app.models import DeploymentStatus, GgufModel
-from models_app.planning import MAX_SLOTS, PlanningError, people_at_once, why_these_slots
+from models_app.planning.records import MAX_SLOTS, PlanningError, people_at_once, why_these_slots
 from nodes.models import Node
 
 MiB = 2**20

@@ -2,12 +2,12 @@
 
 from django.core.management.base import BaseCommand, CommandError
 
-from clusterpanel.units import size
-from models_app import plan_words
+from clusterpanel.kit.units import size
 from models_app.management.commands.deploy import slots_count
 from models_app.models import GgufModel
-from models_app.plan_views import MODES, PlanForm, plans_for
-from models_app.planning import left_out_words, people_at_once
+from models_app.pages.plan_views import MODES, PlanForm, plans_for
+from models_app.planning import words as plan_words
+from models_app.planning.records import left_out_words, people_at_once
 from nodes.models import Node
 
 

@@ -6,9 +6,9 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from nodes import ssh
+from nodes.laptops.registration import RegistrationError, check_fields, register
 from nodes.models import ActionKind, Node, NodeAction
-from nodes.registration import RegistrationError, check_fields, register
+from nodes.remote import ssh
 from nodes.tasks import run_action
 
 

@@ -2,8 +2,8 @@
 
 from django.core.management.base import BaseCommand
 
-from nodes.collector import Collector
-from nodes.loop import run_until_stopped
+from clusterpanel.kit.service_loop import run_until_stopped
+from nodes.metrics.collector import Collector
 
 
 class Command(BaseCommand):

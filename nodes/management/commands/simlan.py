@@ -5,7 +5,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from nodes.simlan import Lan, SimLan, SimLanError
+from nodes.simlan.lan import Lan, SimLan, SimLanError
 
 
 class Command(BaseCommand):

@@ -1,0 +1,155 @@
+"""One deployment's model, loaded once in this process with its rpc-servers, and the jobs it runs.
+
+It lives in the child process of a Celery worker dedicated to the deployment
+(jobs/engine/workers.py starts one per ready deployment): llama.cpp aborts the whole
+process when an rpc-server vanishes, and a child of that worker loses nothing
+but itself. Jobs arrive through jobs/tasks.py, which claims them first.
+"""
+
+import ctypes
+import logging
+from collections.abc import Callable
+
+from jobs.engine.sequences import Batcher, Outcome, Work
+from models_app.llamacpp import cpucheck
+from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp.oneshot import LAYER_PLACED, sequences
+
+log = logging.getLogger(__name__)
+GGML_LOG_INFO, GGML_LOG_WARN, GGML_LOG_ERROR, GGML_LOG_CONT = 2, 3, 4, 5  # ggml.h's enum ggml_log_level
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+class ContextExceeded(EngineError):
+    pass
+
+
+class LogCapture:
+    """llama.cpp's log lines in this process, kept (for placement) and passed on to the worker log.
+    One per process, never freed: llama.cpp still logs while the interpreter shuts down."""
+
+    _instance: "LogCapture | None" = None
+
+    @classmethod
+    def start(cls) -> "LogCapture":
+        if cls._instance is None:
+            cls._instance = cls()
+        cls._instance.lines, cls._instance.keeping = [], True
+        return cls._instance
+
+    def __init__(self) -> None:
+        import llama_cpp
+
+        self.lines: list[str] = []
+        self.keeping = True
+        self.last_level = GGML_LOG_INFO
+        self._callback = llama_cpp.llama_log_callback(self._on_line)  # kept: C holds only a pointer
+        llama_cpp.llama_log_set(self._callback, ctypes.c_void_p(0))
+
+    def _on_line(self, level: int, text: bytes, user_data) -> None:
+        line = text.decode(errors="replace")
+        if self.keeping:
+            self.lines.append(line)
+        if level == GGML_LOG_CONT:  # the rest of the line before: logged as that one was
+            level = self.last_level
+        self.last_level = level
+        if level == GGML_LOG_ERROR:
+            log.error("llama.cpp: %s", line.rstrip())
+        elif level in (GGML_LOG_INFO, GGML_LOG_WARN):
+            log.warning("llama.cpp: %s", line.rstrip())
+
+    def text(self) -> str:
+        return "".join(self.lines)
+
+
+class Engine:
+    def __init__(self, model_path: str, endpoints: list[str], n_gpu_layers: int, tensor_split: list[int],
+                 ctx: int, expected_devices: list[str], slots: int = 1) -> None:
+        self.model_path, self.endpoints, self.ctx, self.slots = model_path, endpoints, ctx, slots
+        self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
+        self.llm, self._formatter, self.batcher = None, None, None
+
+    def load(self, progress: Callable[[float], None]) -> None:
+        """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
+        capture = LogCapture.start()
+        if self.endpoints:
+            llamacpp.register_rpc_servers(self.endpoints)
+        from llama_cpp import Llama
+
+        try:
+            # Each sequence its own KV stream: `slots` people each up to the context, as the planner counts them.
+            with cpucheck.loading(progress), sequences(self.slots):
+                self.llm = Llama(model_path=self.model_path, n_ctx=self.ctx * self.slots, verbose=True,
+                                 n_gpu_layers=self.n_gpu_layers if self.endpoints else 0,
+                                 tensor_split=[float(x) for x in self.tensor_split] or None)
+        except (ValueError, RuntimeError) as exc:
+            raise EngineError(f"llama.cpp could not load the model: {exc}") from None
+        capture.keeping = False  # what follows (timings after each job) is only passed on to the log
+        placed = {int(layer): device for layer, device in LAYER_PLACED.findall(capture.text())}
+        found = [placed.get(i) for i in range(len(self.expected))]
+        if self.endpoints and found != self.expected:
+            raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
+        self.batcher = Batcher(self.llm, self.slots)
+
+    def formatter(self):
+        """The model's own chat template, compiled once (a Jinja compile per job would delay every answer)."""
+        from llama_cpp import llama_chat_format
+
+        if self._formatter is None:
+            template = self.llm.metadata.get("tokenizer.chat_template")
+            if not template:
+                raise EngineError("This model has no chat template; use a completion instead.")
+            vocab = self.llm._model
+
+            def piece(token_id: int) -> str:
+                return vocab.token_get_text(token_id) if token_id >= 0 else ""
+
+            self._formatter = llama_chat_format.Jinja2ChatFormatter(
+                template=template, eos_token=piece(self.llm.token_eos()), bos_token=piece(self.llm.token_bos()),
+                stop_token_ids=[self.llm.token_eos()])
+        return self._formatter
+
+    def chat_prompt(self, messages: list[dict]) -> tuple[list[int], list[str]]:
+        """The tokens llama-cpp-python's chat handler would build from the model's own template, and its stops."""
+        formatted = self.formatter()(messages=messages)
+        tokens = self.llm.tokenize(formatted.prompt.encode(), add_bos=not formatted.added_special, special=True)
+        stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
+        return tokens, stops
+
+    def fitting_chat_prompt(self, messages: list[dict], room: int) -> tuple[list[int], list[str], int]:
+        """`chat_prompt` of a conversation, its oldest turns left out until `room` tokens are left for the
+        answer; and how many messages were left out. The system prompt and the newest message always stay, and
+        turns go a question and its answer together, so roles still alternate."""
+        system = messages[:1] if messages and messages[0]["role"] == "system" else []
+        turns = messages[len(system):]
+        dropped = 0
+        while True:
+            tokens, stops = self.chat_prompt(system + turns[dropped:])
+            if len(tokens) + room <= self.ctx or len(turns) - dropped <= 1:
+                return tokens, stops, dropped
+            dropped += 2 if len(turns) - dropped > 2 else 1
+
+    def work(self, key: int, prompt: list[int], params: dict, on_text: Callable[[str], None],
+             stops: list[str] = (), reuse: bool = False) -> Work:
+        """A job for the batcher; ContextExceeded if its prompt leaves no room in a sequence's context."""
+        limit = self.ctx - len(prompt)
+        if limit <= 0:
+            raise ContextExceeded(f"Context length exceeded: the prompt has {len(prompt)} tokens and the "
+                                  f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
+        return Work(key, prompt, params, [*params.get("stop", []), *stops], on_text,
+                    min(params["max_tokens"], limit), reuse)
+
+    def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
+            cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Outcome:
+        """One job alone, to its end: for benchmarks and one-off uses (the engine worker batches:
+        jobs/engine/child.py)."""
+        outcome = self.batcher.add(self.work(0, prompt, params, on_token, extra_stops))
+        (seq,) = self.batcher.busy
+        while seq.work is not None:
+            self.batcher.step()
+            if seq.work is not None and cancelled():
+                self.batcher.cancel(seq)
+        return outcome
