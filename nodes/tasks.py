@@ -8,9 +8,6 @@ was lost is sent again then.
 """
 
 import logging
-import os
-import re
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
@@ -22,7 +19,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusterpanel.accounts.models import User
-from clusterpanel.kit import celery
+from clusterpanel.kit import celery, procs
 from nodes.actions import steps as actions
 from nodes.models import ActionKind, ActionStatus, LanScan, Node, NodeAction, NodeStatus
 from nodes.remote import ssh
@@ -84,7 +81,7 @@ def run_in_thread(action_id: int) -> None:
 @shared_task(acks_late=True)
 def run_action(action_id: int) -> str:
     action = NodeAction.objects.select_related("node").get(pk=action_id)
-    if not action.claim(run_action.request.hostname or this_process()):
+    if not action.claim(run_action.request.hostname or procs.this_process()):
         return "taken"
     try:
         error = perform(action)
@@ -158,37 +155,14 @@ def takes_actions(app) -> bool:
     return app.conf.task_default_queue in app.amqp.queues.consume_from
 
 
-def this_process() -> str:
-    """Who runs an action called outside any worker (the demo probes its laptops in its own process): this
-    process, which a worker that starts meanwhile can see is still there."""
-    return f"process {os.getpid()} on {socket.gethostname()}"
-
-
-def process_is_running(claim: str) -> bool:
-    """Whether the process named by `this_process()` still runs; one on another machine cannot be checked here
-    and counts as running (it ends its action itself)."""
-    named = re.fullmatch(r"process (\d+) on (.+)", claim)
-    if named is None:
-        return False
-    if named.group(2) != socket.gethostname():
-        return True
-    try:
-        os.kill(int(named.group(1)), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # there, but another user's
-        pass
-    return True
-
-
 def settle_left_behind(app, me: str) -> None:
     """Running actions of a worker that is gone were interrupted (this one, just starting, runs none; one
     that does not answer a ping is dead), as are those of a process outside any worker that has ended; queued
     ones may have lost their message."""
     running = NodeAction.objects.filter(status=ActionStatus.RUNNING)
     claims = set(running.values_list("claimed_by", flat=True))
-    processes = {claim for claim in claims if claim.startswith("process ")}
-    alive = answering(app, claims - processes - {me, ""}) | {claim for claim in processes if process_is_running(claim)}
+    processes = {claim for claim in claims if procs.is_claim(claim)}
+    alive = answering(app, claims - processes - {me, ""}) | {claim for claim in processes if procs.still_running(claim)}
     for action in running.exclude(claimed_by__in=alive):
         if action.finish(*interrupted(action)):
             log.warning("%s was interrupted by the stop of its worker %s", action, action.claimed_by or "(unknown)")

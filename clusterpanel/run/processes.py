@@ -6,6 +6,8 @@ import signal
 import time
 from pathlib import Path
 
+from clusterpanel.kit import procs
+
 PR_SET_CHILD_SUBREAPER = 36
 
 
@@ -19,11 +21,7 @@ def children() -> list[int]:
     me, found = os.getpid(), []
     for proc in Path("/proc").iterdir():
         if proc.name.isdigit():
-            try:
-                fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-            if int(fields[1]) == me and fields[0] != "Z":
+            if procs.parent_of(int(proc.name)) == me:
                 found.append(int(proc.name))
     return found
 

@@ -6,15 +6,13 @@ layers must land where the plan says. The engine (jobs) keeps its own load.
 """
 
 import logging
-import os
-import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 
+from clusterpanel.kit import procs
 from models_app.llamacpp import oneshot
 from models_app.llamacpp.libllama import LlamaCppError
 from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
@@ -122,7 +120,7 @@ def claim(deployment: Deployment) -> bool:
     when another prepare has had it."""
     detail = "Installing the runtime and starting rpc-servers."
     if not Deployment.objects.filter(pk=deployment.pk, status=DeploymentStatus.PLANNED).update(
-            status=DeploymentStatus.PREPARING, status_detail=detail, preparing_by=this_process()):
+            status=DeploymentStatus.PREPARING, status_detail=detail, preparing_by=procs.this_process()):
         deployment.refresh_from_db()
         return False
     deployment.refresh_from_db(fields=["preparing_by"])
@@ -132,40 +130,9 @@ def claim(deployment: Deployment) -> bool:
 
 def prepare_again(deployment: Deployment, detail: str) -> None:
     """Back to PREPARING in this process (recovery re-plans a deployment it did not claim)."""
-    deployment.preparing_by = this_process()
+    deployment.preparing_by = procs.this_process()
     deployment.save(update_fields=["preparing_by"])
     deployment.set_status(DeploymentStatus.PREPARING, detail)
-
-
-def this_process() -> str:
-    """"<machine>:<pid>:<start time>": a pid alone is reused, and its start time (in clock ticks after boot)
-    tells a new process from the one that claimed."""
-    return f"{this_machine()}:{os.getpid()}:{started_at(os.getpid())}"
-
-
-def this_machine() -> str:
-    """The host name and the pid namespace: containers sharing one host name (docker compose's services on
-    web's network) each see their own pids."""
-    return f"{socket.gethostname()}/{os.stat('/proc/self/ns/pid').st_ino}"
-
-
-def started_at(pid: int) -> str | None:
-    """Field 22 of /proc/<pid>/stat (after the command name, which may hold spaces and parentheses); None
-    when there is no such process."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return None
-    return fields[19] if fields[0] != "Z" else None  # fields[0] is field 3; a zombie has stopped
-
-
-def gone(preparer: str) -> str:
-    """Why `preparer` (from this_process, on this machine) no longer prepares anything; "" while it runs."""
-    pid, start = preparer.rsplit(":", 2)[1:]
-    now = started_at(int(pid))
-    if now is None:
-        return f"process {pid} on {socket.gethostname()} has ended"
-    return "" if now == start else f"process {pid} on {socket.gethostname()} has ended; a new one took its pid"
 
 
 def settle_interrupted() -> int:
@@ -173,9 +140,9 @@ def settle_interrupted() -> int:
     the OOM killer, Ctrl-C under make run): FAILED, their servers let go. Others' preparers are left alone:
     their liveness cannot be told from here. How many."""
     settled = 0
-    mine = Deployment.objects.filter(status__in=BEING_PREPARED, preparing_by__startswith=f"{this_machine()}:")
+    mine = Deployment.objects.filter(status__in=BEING_PREPARED, preparing_by__startswith=f"{procs.this_machine()}:")
     for deployment in mine:
-        why = gone(deployment.preparing_by)
+        why = procs.ended(deployment.preparing_by)
         if not why:
             continue
         detail = f"Interrupted: the process preparing it stopped ({why})."

@@ -23,7 +23,7 @@ from pathlib import Path
 
 from nodes.simlan.arm import forget_binfmt
 from nodes.simlan.cpu import give_one_core, hold_to
-from nodes.simlan.processes import is_running, kill_pids, pids_of_uid  # noqa: F401  (is_running: for the tests)
+from nodes.simlan.processes import kill_pids, pids_of_uid
 
 NAME_PATTERN = re.compile(r"^[a-z][a-z0-9]{0,7}$")
 USER_COMMENT = "clusterpanel simlan"

@@ -5,6 +5,8 @@ import signal
 import time
 from pathlib import Path
 
+from clusterpanel.kit.procs import is_running
+
 
 def pids_of_uid(uid: int) -> list[int]:
     pids = []
@@ -35,11 +37,3 @@ def kill_pids(pids: list[int]) -> None:
         pids = alive
         if not pids:
             return
-
-
-def is_running(pid: int) -> bool:
-    """Alive and not a zombie waiting for its parent to reap it."""
-    try:
-        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
-    except (FileNotFoundError, ProcessLookupError, IndexError):  # gone before, or between open and read
-        return False

@@ -7,8 +7,8 @@ import re
 import sys
 import threading
 
+from clusterpanel.kit.procs import is_running
 from clusterpanel.run.keeper import Keeper
-from nodes.simlan.lan import is_running
 from tests.clusterpanel.test_runpanel import still_running
 from tests.conftest import wait_until
 

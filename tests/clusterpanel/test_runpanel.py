@@ -14,8 +14,8 @@ import pytest
 import requests
 from django.conf import settings
 
+from clusterpanel.kit.procs import is_running
 from clusterpanel.run.redis_server import port_is_free
-from nodes.simlan.lan import is_running
 from tests.conftest import free_port, wait_for_port
 from tests.services import slotted
 

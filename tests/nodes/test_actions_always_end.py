@@ -13,8 +13,8 @@ import pytest
 from django.db import OperationalError
 from django.utils import timezone
 
+from clusterpanel.kit import procs
 from jobs.engine.child import ENV_DEPLOYMENT, ENV_REVISION
-from nodes import tasks
 from nodes.actions import steps as actions
 from nodes.models import ActionKind, ActionStatus, Node, NodeAction
 from nodes.tasks import INTERRUPTED, enqueue, run_action
@@ -147,13 +147,13 @@ def test_a_worker_that_starts_leaves_alone_what_a_process_outside_any_worker_run
     called_here = NodeAction.objects.create(node=laptop("lab-1", closed_port()), kind=ActionKind.PROBE)
     run_action(called_here.pk)
     called_here.refresh_from_db()
-    assert called_here.claimed_by == tasks.this_process() != ""
+    assert called_here.claimed_by == procs.this_process() != ""
 
     gone = subprocess.Popen(["true"])
     gone.wait()
     here, ended = (NodeAction.objects.create(node=laptop(f"lab-{i}", closed_port()), kind=ActionKind.PROBE)
                    for i in (2, 3))
-    for action, claim in ((here, tasks.this_process()), (ended, f"process {gone.pid} on {socket.gethostname()}")):
+    for action, claim in ((here, procs.this_process()), (ended, f"{procs.this_machine()}:{gone.pid}:0")):
         NodeAction.objects.filter(pk=action.pk).update(status=ActionStatus.RUNNING, started=timezone.now(),
                                                       claimed_by=claim)
     worker = start_worker(tmp_path / "worker.log", "--hostname", "worker@tests")

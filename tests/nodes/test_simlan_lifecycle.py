@@ -10,8 +10,9 @@ import pytest
 from django.conf import settings
 from django.core.management import CommandError, call_command
 
+from clusterpanel.kit.procs import is_running
 from nodes.remote import ssh
-from nodes.simlan.lan import SimLan, is_running
+from nodes.simlan.lan import SimLan
 from tests.services import lan_harness, slotted
 
 SUBNET = "10.233.0.0/24"
