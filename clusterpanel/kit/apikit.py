@@ -17,7 +17,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse, StreamingHttpResponse
 from django.http.multipartparser import MultiPartParserError
 from django.http.request import RawPostDataException
-from ninja import NinjaAPI, Schema
+from ninja import Field, NinjaAPI, Schema
 from ninja.errors import AuthenticationError, HttpError, ValidationError
 from ninja.parser import Parser
 from pydantic import ConfigDict
@@ -61,8 +61,16 @@ class Page(Schema, Generic[T]):
     results: list[T]
 
 
-def paged(request: HttpRequest, queryset, describe: Callable[[Any], Any], limit: int, offset: int) -> dict:
-    """`?limit=&offset=` over a queryset: {count, limit, offset, next, results}."""
+class Paging(Schema):
+    """`?limit=&offset=`, the same on every list."""
+
+    limit: int = Field(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT)
+    offset: int = Field(0, ge=0, le=2**31)
+
+
+def paged(request: HttpRequest, queryset, describe: Callable[[Any], Any], paging: Paging) -> dict:
+    """One page of a queryset: {count, limit, offset, next, results}."""
+    limit, offset = paging.limit, paging.offset
     count = queryset.count()
     following = None
     if offset + limit < count:

@@ -12,10 +12,9 @@ from ninja.files import UploadedFile
 
 from clusterpanel.accounts.apiauth import caller, own_or_everyones
 from clusterpanel.kit.apikit import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
     ApiError,
     Page,
+    Paging,
     described_as_events,
     errors,
     event_stream,
@@ -112,10 +111,10 @@ def upload_batch(request: HttpRequest, file: File[UploadedFile],
 
 
 @router.get("/", response={200: Page[BatchOut], **errors(403)}, summary="List batches, newest first")
-def list_batches(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
-                 limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
+def list_batches(request: HttpRequest, *,
+                 all: bool = Query(False, description="Everyone's (lab admins only)."), paging: Query[Paging]):
     listed = own_or_everyones(request, batches.visible(caller(request)), all, "batches")
-    return paged(request, listed, batch_row, limit, offset)
+    return paged(request, listed, batch_row, paging)
 
 
 @router.get("/{int:pk}/", response={200: BatchOut, **errors(404)}, summary="A batch: counts and rejected lines")

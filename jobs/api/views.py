@@ -8,7 +8,7 @@ from ninja import Field, Query, Router, Schema, Status
 from pydantic import BeforeValidator, WithJsonSchema
 
 from clusterpanel.accounts.apiauth import caller, own_or_everyones
-from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, errors, paged
+from clusterpanel.kit.apikit import ApiError, Input, Page, Paging, errors, paged
 from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
@@ -134,10 +134,10 @@ def create_job(request: HttpRequest, payload: JobIn):
 
 
 @router.get("/", response={200: Page[JobOut], **errors(403)}, summary="List jobs, newest first")
-def list_jobs(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
-              limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
+def list_jobs(request: HttpRequest, *,
+              all: bool = Query(False, description="Everyone's (lab admins only)."), paging: Query[Paging]):
     listed = own_or_everyones(request, visible_jobs(caller(request)), all, "jobs")
-    return paged(request, listed, described, limit, offset)
+    return paged(request, listed, described, paging)
 
 
 def new_job(user, payload: JobIn) -> tuple[Job, params.Params]:

@@ -11,10 +11,9 @@ from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.accounts.apiauth import admin_only
 from clusterpanel.kit.apikit import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
     ApiError,
     Page,
+    Paging,
     described_as_events,
     errors,
     event_stream,
@@ -121,10 +120,9 @@ def deployment_of(request: HttpRequest, pk: int, admin: str | None = None) -> De
 
 
 @router.get("/", response={200: Page[DeploymentOut], **errors()}, summary="List deployments, the default first")
-def list_deployments(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-                     offset: int = Query(0, ge=0, le=2**31)):
+def list_deployments(request: HttpRequest, paging: Query[Paging]):
     listed = Deployment.objects.select_related("model").order_by("-is_default", "-created")
-    return paged(request, listed, deployment_summary, limit, offset)
+    return paged(request, listed, deployment_summary, paging)
 
 
 @router.post("/", response={202: DeploymentDetail, **errors(403, 404, 409)},

@@ -8,7 +8,7 @@ from django.shortcuts import get_object_or_404
 from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.accounts.apiauth import admin_only
-from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, errors, paged
+from clusterpanel.kit.apikit import ApiError, Input, Page, Paging, errors, paged
 from models_app.library import removal
 from models_app.library.adding import LibraryError, register_path
 from models_app.models import GgufModel, OnCall
@@ -85,10 +85,9 @@ def named(request: HttpRequest, name: str) -> GgufModel:
 
 
 @router.get("/", response={200: Page[ModelOut], **errors(403)}, summary="The model library, by name")
-def list_models(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-                offset: int = Query(0, ge=0, le=2**31)):
+def list_models(request: HttpRequest, paging: Query[Paging]):
     admin_only(request, "see the model library")
-    return paged(request, GgufModel.objects.order_by("name"), model_row, limit, offset)
+    return paged(request, GgufModel.objects.order_by("name"), model_row, paging)
 
 
 @router.post("/", response={201: ModelDetail, **errors(403)}, summary="Register a GGUF file on the panel's machine")

@@ -16,7 +16,7 @@ from django.urls import reverse
 from ninja import Field, Header, Query, Router, Schema, Status
 
 from clusterpanel.accounts.apiauth import admin_only
-from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Error, Input, Page, errors, paged
+from clusterpanel.kit.apikit import ApiError, Error, Input, Page, Paging, errors, paged
 from models_app.library import uploads
 from models_app.models import Upload
 
@@ -83,10 +83,9 @@ def own(request: HttpRequest, pk: UUID) -> UUID:
 
 @router.get("/", response={200: Page[UploadOut], **errors(403)}, url_name="uploads",
             summary="Your unfinished uploads, oldest first")
-def list_uploads(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-                 offset: int = Query(0, ge=0, le=2**31)):
+def list_uploads(request: HttpRequest, paging: Query[Paging]):
     user = admin_only(request, "upload models")
-    return paged(request, Upload.objects.filter(owner=user).order_by("created", "pk"), described, limit, offset)
+    return paged(request, Upload.objects.filter(owner=user).order_by("created", "pk"), described, paging)
 
 
 @router.post("/", response={200: UploadOut, 201: UploadOut, **errors(403, 422)},

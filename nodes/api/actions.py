@@ -13,11 +13,10 @@ from django.utils import timezone
 from ninja import Query, Router, Schema, Status
 
 from clusterpanel.kit.apikit import (
-    DEFAULT_LIMIT,
-    MAX_LIMIT,
     ApiError,
     Input,
     Page,
+    Paging,
     described_as_events,
     errors,
     event_stream,
@@ -65,10 +64,9 @@ def start_action(request: HttpRequest, name: str, payload: ActionIn):
 
 @router.get("/{slug:name}/actions/", response={200: Page[ActionOut], **errors(403, 404)},
             summary="A laptop's actions, newest first")
-def list_actions(request: HttpRequest, name: str, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-                 offset: int = Query(0, ge=0, le=2**31)):
+def list_actions(request: HttpRequest, name: str, paging: Query[Paging]):
     actions = laptop(request, name).actions.select_related("node").order_by("-created", "-pk")
-    return paged(request, actions, action_row, limit, offset)
+    return paged(request, actions, action_row, paging)
 
 
 def action_of(request: HttpRequest, name: str, pk: int) -> NodeAction:

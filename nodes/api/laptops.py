@@ -10,7 +10,7 @@ from django.views.decorators.debug import sensitive_variables
 from ninja import Field, Query, Router, Schema, Status
 
 from clusterpanel.accounts.apiauth import admin_only
-from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, errors, form_refusal, paged
+from clusterpanel.kit.apikit import ApiError, Input, Page, Paging, errors, form_refusal, paged
 from clusterpanel.kit.natural import natural_sorted
 from nodes.api.rows import action_row, server_row
 from nodes.laptops import changes as upkeep
@@ -192,10 +192,9 @@ def laptop(request: HttpRequest, name: str) -> Node:
 
 
 @router.get("/", response={200: Page[NodeOut], **errors(403)}, summary="List the laptops")
-def list_nodes(request: HttpRequest, limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-               offset: int = Query(0, ge=0, le=2**31)):
+def list_nodes(request: HttpRequest, paging: Query[Paging]):
     admin_only(request, "list the laptops")
-    return paged(request, InNaturalOrder(Node.objects.all()), node_row, limit, offset)
+    return paged(request, InNaturalOrder(Node.objects.all()), node_row, paging)
 
 
 @router.post("/host-key/", response={200: HostKeyOut, **errors(403)}, summary="Step 1: a laptop's host key")

@@ -9,7 +9,7 @@ from ninja import Field, Query, Router, Schema, Status
 from clusterpanel.accounts import tokens
 from clusterpanel.accounts.apiauth import caller
 from clusterpanel.accounts.models import ApiToken
-from clusterpanel.kit.apikit import DEFAULT_LIMIT, MAX_LIMIT, ApiError, Input, Page, errors, paged
+from clusterpanel.kit.apikit import ApiError, Input, Page, Paging, errors, paged
 
 router = Router()
 
@@ -47,13 +47,13 @@ def refused(exc: tokens.TokenError) -> ApiError:
 
 
 @router.get("/", response={200: Page[TokenOut], **errors(403)}, summary="List API tokens, newest first")
-def list_tokens(request: HttpRequest, all: bool = Query(False, description="Everyone's (lab admins only)."),
-                limit: int = Query(DEFAULT_LIMIT, ge=1, le=MAX_LIMIT), offset: int = Query(0, ge=0, le=2**31)):
+def list_tokens(request: HttpRequest, *,
+                all: bool = Query(False, description="Everyone's (lab admins only)."), paging: Query[Paging]):
     try:
         listed = tokens.visible(caller(request), everyone=all).order_by("-created", "-pk")
     except tokens.TokenError as exc:
         raise refused(exc) from None
-    return paged(request, listed, described, limit, offset)
+    return paged(request, listed, described, paging)
 
 
 @router.post("/", response={201: NewToken, **errors(403)}, summary="Make an API token")
