@@ -49,10 +49,10 @@ api = PanelApi(
                 "completions, files, batches): point any OpenAI client at `<panel>/v1` with a token as its API "
                 "key. It follows OpenAI's own reference rather than this schema; docs/api.md describes both.")
 install_error_handlers(api)
-api.add_router("/", accounts)
-api.add_router("/nodes/", nodes)
-api.add_router("/", models)
 api.add_router("/", jobs)
+api.add_router("/", models)
+api.add_router("/nodes/", nodes)
+api.add_router("/", accounts)
 
 
 def in_our_shape(response: HttpResponse) -> HttpResponse:
