@@ -60,9 +60,9 @@ def generate_once(endpoint: str, tokens: int) -> dict:
     """Prompt processing and decode speed, in a child process (llama.cpp aborts on RPC trouble)."""
     code = f"""
 import json, time
-from models_app.llamacpp import cpucheck, libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 from models_app.library.bundled import bundled_model_path
-llamacpp.register_rpc_servers([{endpoint!r}])
+libllama.register_rpc_servers([{endpoint!r}])
 from llama_cpp import Llama
 with cpucheck.loading():
     llm = Llama(model_path=str(bundled_model_path()), n_ctx=1024, n_batch=512, n_gpu_layers=99, verbose=False, seed=1)

@@ -50,13 +50,13 @@ def placement(log: str) -> dict:
 
 
 def load(endpoint: str, model: str, ctx: int):
-    from models_app.llamacpp import libllama as llamacpp
+    from models_app.llamacpp import libllama
 
-    llamacpp.register_rpc_servers([endpoint])
+    libllama.register_rpc_servers([endpoint])
     import llama_cpp
 
     # No repacking on the head: it computes nothing here, and on some CPUs its AMX kernels trap (architecture.md).
-    with llamacpp.model_params(extra_buffers=False):
+    with libllama.model_params(extra_buffers=False):
         return llama_cpp.Llama(model_path=model, n_ctx=ctx, seed=1, verbose=True, n_gpu_layers=-1,
                                split_mode=llama_cpp.LLAMA_SPLIT_MODE_NONE, main_gpu=0)
 

@@ -32,9 +32,9 @@ BASE_PORT = 50420
 PROMPT = "<|im_start|>user\nTell me about clusters of laptops, round {}.<|im_end|>\n<|im_start|>assistant\n"
 WORKER = r"""
 import json, sys, time
-from models_app.llamacpp import cpucheck, libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 endpoints, model, ngl, split = json.loads(sys.argv[1])
-llamacpp.register_rpc_servers(endpoints)
+libllama.register_rpc_servers(endpoints)
 from llama_cpp import Llama
 with cpucheck.loading():
     llm = Llama(model_path=model, n_ctx=512, n_gpu_layers=ngl, tensor_split=[float(x) for x in split], verbose=False)

@@ -29,7 +29,7 @@ from scratch_panel import ROOT, free_port, scratch_panel
 EXTRA_PORT = 50310
 IN_PROCESS = r"""
 import json, sys, time
-from models_app.llamacpp import cpucheck, libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 endpoints, model, ngl, split, ctx, expected, engine_code = json.loads(sys.argv[1])
 GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0}
 times, cpu_at_first = [], []
@@ -46,7 +46,7 @@ if engine_code:
         prompt, stops = engine.chat_prompt(ask["messages"])
         engine.run(prompt, {"max_tokens": ask["max_tokens"], **GREEDY}, seen, lambda: False, stops)
 else:
-    llamacpp.register_rpc_servers(endpoints)
+    libllama.register_rpc_servers(endpoints)
     from llama_cpp import Llama
     with cpucheck.loading():
         llm = Llama(model_path=model, n_ctx=ctx, n_gpu_layers=ngl, tensor_split=[float(x) for x in split],

@@ -33,10 +33,10 @@ PROMPT = " ".join(["The laptops on the shelf share one model."] * 4)
 
 CHILD = """
 import json, sys, time
-from models_app.llamacpp import cpucheck, libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 endpoints, split, model, tokens, prompt = json.loads(sys.argv[1])
 if endpoints:
-    llamacpp.register_rpc_servers(endpoints)
+    libllama.register_rpc_servers(endpoints)
 from llama_cpp import Llama
 with cpucheck.loading():
     llm = Llama(model_path=model, n_ctx=512, seed=1, verbose=False, n_gpu_layers=999 if endpoints else 0,

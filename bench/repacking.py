@@ -39,9 +39,9 @@ def q4_0_copy(folder: Path) -> Path:
 def once(model: Path, repacked: bool, tokens: int) -> dict:
     code = f"""
 import json, time
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import libllama
 from llama_cpp import Llama
-with llamacpp.model_params(extra_buffers={repacked!r}):
+with libllama.model_params(extra_buffers={repacked!r}):
     llm = Llama(model_path={str(model)!r}, n_ctx=1024, n_batch=512, verbose=True, seed=1)
 llm({PROMPT!r}, max_tokens=4, temperature=0.0)
 llm.reset()

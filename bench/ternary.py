@@ -131,8 +131,8 @@ def on_laptops(nodes: list, path: Path, ctx: int, tokens: int) -> dict:
 # the laptops' rpc-servers never repack, so this is the same arithmetic as theirs.
 UNREPACKED = """
 import json, sys
-from models_app.llamacpp import libllama as llamacpp
-with llamacpp.model_params(extra_buffers=False):
+from models_app.llamacpp import libllama
+with libllama.model_params(extra_buffers=False):
     from llama_cpp import Llama
     llm = Llama(model_path=sys.argv[1], n_ctx=int(sys.argv[2]), seed=1, verbose=False, n_gpu_layers=0)
     chunks = llm.create_chat_completion(json.loads(sys.argv[3]), max_tokens=int(sys.argv[4]), temperature=0.0,

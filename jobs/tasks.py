@@ -1,24 +1,22 @@
 from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
-from jobs.engine import child as runner
-from jobs.engine import leftovers as child
-from jobs.engine import loop as serve
+from jobs.engine import child, leftovers, loop
 from jobs.queue import failover, queueing
 
 
 @worker_process_init.connect
 def settle_on_start(**kwargs) -> None:
     """In an engine worker's child, before it takes a job: settle what the last child left behind."""
-    if runner.deployment_id() is not None:
-        child.on_child_start()
+    if child.deployment_id() is not None:
+        leftovers.on_child_start()
 
 
 @worker_ready.connect
 def settle_abandoned_on_start(**kwargs) -> None:
     """When an ordinary worker starts (the panel starts): deployments whose preparing process ended fail,
     then jobs left on deployments that are gone move to another replica or end."""
-    if runner.deployment_id() is None:
+    if child.deployment_id() is None:
         from models_app.deploying import deploy  # imported here, like recovery below: tasks load in every worker
 
         deploy.settle_interrupted()
@@ -29,7 +27,7 @@ def settle_abandoned_on_start(**kwargs) -> None:
 @shared_task(acks_late=True, ignore_result=True)
 def run_job(job_id: int) -> None:
     """Runs in the deployment's engine worker (queue `engine.<id>`)."""
-    serve.run(job_id)
+    loop.run(job_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -41,7 +39,7 @@ def confirm_stop(job_id: int, attempt: int) -> None:
 @shared_task(ignore_result=True)
 def load_engine(deployment_id: int) -> None:
     """The first message an engine child sends itself: load the model before any job needs it."""
-    runner.warm_up(deployment_id)
+    child.warm_up(deployment_id)
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from django.db import transaction
 from markdown_it import MarkdownIt
 
-from jobs.chat import edits as manage
+from jobs.chat import edits
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params, unicode_text
 from jobs.queue import admission, queueing, routing, wakeup
@@ -154,7 +154,7 @@ def ask(conversation: Conversation, text: str, params: Params, deployment: Deplo
     admission.admit(conversation.user, None)  # OverLimit says when the user may ask again
     try:
         if not conversation.title:
-            manage.name_after(conversation, text)
+            edits.name_after(conversation, text)
         with transaction.atomic():  # the engine is woken when this commits: QueueDown comes from here
             deployment = deployment or woken(routed_by, params.max_tokens)
             conversation.deployment, conversation.params = deployment, params.as_dict()

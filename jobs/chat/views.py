@@ -10,8 +10,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_http_methods, require_POST
 
 from clusterpanel.kit import confirm
-from jobs.chat import conversations
-from jobs.chat import edits as manage
+from jobs.chat import conversations, edits
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
 from jobs.queue import admission, queueing
@@ -118,8 +117,8 @@ def stop(request: HttpRequest, pk: int) -> JsonResponse:
 def rename(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = own_conversation(request, pk)
     try:
-        manage.rename(conversation, request.POST.get("title", ""))
-    except manage.ManageError as exc:
+        edits.rename(conversation, request.POST.get("title", ""))
+    except edits.ManageError as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"Renamed to “{conversation.title}”.")
@@ -131,5 +130,5 @@ def delete(request: HttpRequest, pk: int) -> HttpResponse:
     conversation = own_conversation(request, pk)
     return confirm.ask_then_do(
         request, question=f"Delete “{conversation}”?", back=reverse("chat:conversation", args=[pk]), verb="Delete",
-        check=lambda: manage.deletion(conversation), act=lambda: manage.delete(conversation),
-        refusals=(manage.ManageError,), done=f"“{conversation}” deleted.", then=reverse("chat:home"))
+        check=lambda: edits.deletion(conversation), act=lambda: edits.delete(conversation),
+        refusals=(edits.ManageError,), done=f"“{conversation}” deleted.", then=reverse("chat:home"))

@@ -11,8 +11,7 @@ import logging
 from collections.abc import Callable
 
 from jobs.engine.sequences import Batcher, Outcome, Work
-from models_app.llamacpp import cpucheck
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 from models_app.llamacpp.oneshot import LAYER_PLACED, sequences
 
 log = logging.getLogger(__name__)
@@ -76,7 +75,7 @@ class Engine:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
         capture = LogCapture.start()
         if self.endpoints:
-            llamacpp.register_rpc_servers(self.endpoints)
+            libllama.register_rpc_servers(self.endpoints)
         from llama_cpp import Llama
 
         try:

@@ -16,7 +16,7 @@ import time
 from django.db import close_old_connections
 from django.utils import timezone
 
-from jobs.engine import child as runner
+from jobs.engine import child
 from jobs.engine.loaded_model import Engine, EngineError
 from jobs.engine.sequences import Batcher, DecodeError, Outcome
 from jobs.models import Job, JobStatus
@@ -34,18 +34,18 @@ def run(job_id: int) -> None:
     nor need that job still exist. Taking the next jobs without waiting for their messages means a message lost
     with Redis (a restart) strands nobody while the engine is busy."""
     close_old_connections()
-    deployment = Deployment.objects.filter(pk=runner.deployment_id()).first()
-    if deployment is None or not runner.current(deployment):
+    deployment = Deployment.objects.filter(pk=child.deployment_id()).first()
+    if deployment is None or not child.current(deployment):
         return  # for the next engine of this deployment: it re-sends the message of every waiting job
     try:
-        engine = runner.engine_for(deployment)
+        engine = child.engine_for(deployment)
     except EngineError:
         return  # the deployment failed saying why; its jobs are settled with it
     except Exception as exc:  # e.g. Redis, which carries answers, is down: the job this message is for fails
         job = queueing.claim_next(deployment.pk)
         if job is None:
             raise
-        runner.failed(job, exc)
+        child.failed(job, exc)
         return
     Server(deployment, engine).serve()
 
@@ -63,7 +63,7 @@ class Server:
         self.rate = Rate()
 
     def serve(self) -> None:
-        runner.State.out.deferring = True
+        child.State.out.deferring = True
         try:
             while True:
                 self.take_jobs()
@@ -73,8 +73,8 @@ class Server:
                     continue
                 self.step()
         finally:
-            runner.State.out.deferring = False
-            runner.State.out.send_due()
+            child.State.out.deferring = False
+            child.State.out.send_due()
             self.tell()
             if self.reported_at:  # jobs ran: the page hears that the slots are free (a message that found
                 self.report(force=True)  # nothing to run, one per job already run, says nothing)
@@ -91,7 +91,7 @@ class Server:
             return
         if not self.batcher.free or self.alone is not None or self.running_alone() or not self.still_current(now):
             return
-        word = runner.State.cancels.take_new_work()
+        word = child.State.cancels.take_new_work()
         if not (word or now - self.looked_at >= LOOK_EVERY_S or not self.batcher.busy or self.freed):
             return
         self.looked_at, self.freed = now, False
@@ -121,16 +121,16 @@ class Server:
         if self.taking and now - self.checked_at >= CHECK_DEPLOYMENT_S:
             self.checked_at = now
             self.deployment.refresh_from_db()
-            self.taking = runner.current(self.deployment)
+            self.taking = child.current(self.deployment)
         return self.taking
 
     def begin(self, job: Job) -> None:
         try:
-            work = runner.start(job, self.engine)
+            work = child.start(job, self.engine)
             self.batcher.add(work)
         except Exception as exc:  # a claimed job still ends, and says why
-            runner.failed(job, exc)
-            runner.State.out.forget(job.pk)
+            child.failed(job, exc)
+            child.State.out.forget(job.pk)
             self.freed = True
             return
         self.jobs[job.pk] = job
@@ -154,9 +154,9 @@ class Server:
             self.end(key, outcome)
         for seq in self.batcher.busy:
             key = seq.work.key
-            if runner.State.cancels(key):
+            if child.State.cancels(key):
                 self.end(key, self.batcher.cancel(seq))
-        runner.State.out.send_due()
+        child.State.out.send_due()
         self.rate.add(self.batcher.generated)
         self.tell()
         self.report()  # tokens/s every few seconds while generating; nothing right after tell()
@@ -164,9 +164,9 @@ class Server:
     def end(self, key: int, outcome: Outcome) -> None:
         job = self.jobs.pop(key)
         status = JobStatus.CANCELLED if outcome.cancelled else JobStatus.SUCCEEDED
-        runner.finish(job, status, **runner.outcome_fields(job, outcome))
-        runner.State.out.forget(job.pk)
-        runner.State.cancels.forget(job.pk)
+        child.finish(job, status, **child.outcome_fields(job, outcome))
+        child.State.out.forget(job.pk)
+        child.State.cancels.forget(job.pk)
         self.freed = self.news = True
 
     def fail_all(self, exc: Exception) -> None:
@@ -175,8 +175,8 @@ class Server:
             job = self.jobs.pop(seq.work.key, None)
             self.batcher.cancel(seq)
             if job is not None:
-                runner.failed(job, exc)
-                runner.State.out.forget(job.pk)  # its stream, kept for rewriting after a Redis failure, goes
+                child.failed(job, exc)
+                child.State.out.forget(job.pk)  # its stream, kept for rewriting after a Redis failure, goes
         self.batcher.forget_all()
         self.freed = True
 
@@ -197,7 +197,7 @@ class Server:
         if not force and now - self.reported_at < REPORT_EVERY_S:
             return
         self.reported_at = now
-        runner.set_engine(self.deployment, slots=len(self.batcher.sequences), busy=len(self.jobs),
+        child.set_engine(self.deployment, slots=len(self.batcher.sequences), busy=len(self.jobs),
                           jobs=sorted(self.jobs), tokens_per_s=round(self.rate.per_second(), 1), at=time.time())
 
 

@@ -6,7 +6,7 @@ and re-plans without the laptop when it does not. jobs/apps.py hands it to nodes
 
 from django.db import transaction
 
-from jobs import task_messages as messages
+from jobs import task_messages
 from models_app.models import Deployment, DeploymentStatus
 from nodes.servers import rpcserver
 
@@ -27,7 +27,7 @@ def laptop_moved(node, was: str) -> list[str]:
             deployment.set_status(DeploymentStatus.DEGRADED,
                                   f"{node.name} moved to {node.host} (was {was}). Re-planning; it keeps its place "
                                   "once its rpc-server runs at the new address.")
-            transaction.on_commit(lambda pk=deployment.pk: messages.recover_deployment(pk, [node.name], [],
+            transaction.on_commit(lambda pk=deployment.pk: task_messages.recover_deployment(pk, [node.name], [],
                                                                                        countdown=settle_s()))
             said.append(f"{deployment} recovers as after a dropped laptop: {node.name} keeps its place once its "
                         "rpc-server runs at the new address")

@@ -19,9 +19,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from clusterpanel.kit.broadcast import broadcast
-from jobs import task_messages as messages
-from jobs.engine import child as runner
-from jobs.engine import comeback
+from jobs import task_messages
+from jobs.engine import child, comeback
 from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
 from jobs.queue import failover, queueing, routing, stream
 from models_app.deploying import deploy
@@ -72,7 +71,7 @@ def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
     """The interrupted jobs failed naming the laptops; what happened to those, in words."""
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
-        runner.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
+        child.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
                                                    f"generation ({what}).")
     return what
 
@@ -127,7 +126,7 @@ def laptops_died(deployment: Deployment, dead: dict[str, str], interrupted: list
             deployment.set_status(DeploymentStatus.DEGRADED,
                                   f"{', '.join(dead)} failed ({what}). Re-planning; a laptop whose rpc-server "
                                   "runs again by then keeps its place.")
-            messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
+            task_messages.recover_deployment(deployment.pk, list(dead), [job.pk for job in interrupted])
     except Exception as exc:  # no recovery comes: the jobs must not wait for a retry for ever
         not_retried(undecided([job.pk for job in interrupted]), f"Recovery could not be started ({exc}).")
         raise

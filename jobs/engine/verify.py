@@ -35,12 +35,12 @@ def ask(deployment: Deployment, user=None) -> None:
                             f"{deployment.get_status_display().lower()}.")
     from kombu.exceptions import OperationalError
 
-    from jobs import task_messages as messages
+    from jobs import task_messages
 
     started = {"started": timezone.now().isoformat()}
     save(deployment, {**started, "result": "running"})
     try:
-        messages.verify_deployment(deployment.pk, user.pk if user else None)
+        task_messages.verify_deployment(deployment.pk, user.pk if user else None)
     except (OperationalError, OSError) as exc:  # no worker can be asked: it must not stay "running"
         why = f"No worker could be asked to verify it (the panel's Redis did not answer: {exc}). Try again soon."
         save(deployment, {**started, "result": "failed", "detail": why})

@@ -26,7 +26,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from clusterpanel.kit.broadcast import broadcast
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally, Usage
 from jobs.queue import admission, stream
 from models_app.models import Deployment, DeploymentStatus
@@ -140,7 +140,7 @@ def submit_many(jobs: list[Job]) -> list[Job]:
 
 
 def wake(job: Job) -> None:
-    messages.run_job(job.pk, job.deployment.queue)
+    task_messages.run_job(job.pk, job.deployment.queue)
 
 
 def hand_over_all(jobs: list[Job]) -> None:
@@ -307,7 +307,7 @@ def stop_running(job: Job) -> None:
         return
     try:
         stream.ask_to_cancel(job.pk, cancel_key(job.pk))
-        messages.confirm_stop(job.pk, job.attempts, STOP_CONFIRM_S)
+        task_messages.confirm_stop(job.pk, job.attempts, STOP_CONFIRM_S)
     except (RedisError, OperationalError, OSError) as exc:
         end_stopped(job.pk, job.attempts, f"Stopped. Its engine could not be told (Redis did not answer: "
                                           f"{exc}), so the job was ended without it.")

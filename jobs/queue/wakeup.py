@@ -23,7 +23,7 @@ from django.utils import timezone
 from kombu.exceptions import KombuError
 from redis.exceptions import RedisError
 
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.models import Job, JobStatus
 from jobs.queue import failover, queueing
 from jobs.queue.oncall_choice import BUSY, Choice, Room, choose, idle_too_long, last_used
@@ -128,7 +128,7 @@ def send_prepare(deployment_id: int) -> None:
     """Ask a worker to prepare it. With the broker unreachable the request still gets its answer (a wait): the
     look-after sends it again (`resend_unprepared`)."""
     try:
-        messages.prepare_on_call(deployment_id)
+        task_messages.prepare_on_call(deployment_id)
     except (KombuError, RedisError, OSError) as exc:
         log.warning("deployment %s: could not ask a worker to prepare it (%s); the look-after asks again",
                     deployment_id, exc)

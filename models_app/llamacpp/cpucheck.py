@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import libllama
 
 ROOT = Path(__file__).resolve().parents[2]
 TRIAL_S = 120
@@ -170,7 +170,7 @@ def trial(extra_buffers: bool) -> int:
 @contextlib.contextmanager
 def loading(progress: Callable[[float], None] | None = None) -> Iterator[None]:
     """Models loaded meanwhile use only the kernels that run here, reporting their progress to `progress`."""
-    with llamacpp.model_params(extra_buffers=verdict().extra_buffers, progress=progress):
+    with libllama.model_params(extra_buffers=verdict().extra_buffers, progress=progress):
         yield
 
 
@@ -179,7 +179,7 @@ def run_trial(extra_buffers: bool) -> None:
 
     from models_app.library.bundled import bundled_model_path
 
-    with llamacpp.model_params(extra_buffers=extra_buffers):
+    with libllama.model_params(extra_buffers=extra_buffers):
         llm = Llama(model_path=str(bundled_model_path()), n_ctx=256, verbose=False)
     llm(TRIAL_PROMPT, max_tokens=2, temperature=0.0)
 

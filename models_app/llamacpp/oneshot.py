@@ -127,15 +127,15 @@ def main() -> None:
     args = parser.parse_args()
 
     from models_app.library.bundled import bundled_model_path
-    from models_app.llamacpp import libllama as llamacpp
+    from models_app.llamacpp import libllama
 
     if args.endpoint:
-        llamacpp.register_rpc_servers(args.endpoint)
+        libllama.register_rpc_servers(args.endpoint)
     from llama_cpp import Llama
 
     split = [float(x) for x in args.tensor_split.split(",")] if args.tensor_split else None
     before = rss_bytes()
-    kernels = llamacpp.model_params(extra_buffers=False) if args.no_repack else cpucheck.loading()
+    kernels = libllama.model_params(extra_buffers=False) if args.no_repack else cpucheck.loading()
     with kernels, sequences(args.slots):
         llm = Llama(model_path=args.model or str(bundled_model_path()), n_ctx=args.ctx * args.slots, seed=1,
                     verbose=True, n_gpu_layers=args.n_gpu_layers if args.endpoint else 0, tensor_split=split)

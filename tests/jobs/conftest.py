@@ -29,10 +29,10 @@ def ready(db) -> Deployment:
 @pytest.fixture
 def sent(monkeypatch) -> list[tuple]:
     """What would be sent to workers (jobs/task_messages.py), caught here: tests of the scheduler run no worker."""
-    from jobs import task_messages as messages
+    from jobs import task_messages
 
     caught = []
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: caught.append((task, args)))
+    monkeypatch.setattr(task_messages, "send", lambda task, args, **options: caught.append((task, args)))
     return caught
 
 
@@ -47,12 +47,12 @@ def replicas(ready) -> tuple[Deployment, Deployment]:
 
 def as_engine_child(deployment: Deployment, monkeypatch) -> None:
     """This process as the deployment's engine child (jobs/engine/child.py), with nothing loaded yet."""
-    from jobs.engine import child as runner
+    from jobs.engine import child
 
-    monkeypatch.setenv(runner.ENV_DEPLOYMENT, str(deployment.pk))
-    monkeypatch.setenv(runner.ENV_REVISION, str(deployment.revision))
+    monkeypatch.setenv(child.ENV_DEPLOYMENT, str(deployment.pk))
+    monkeypatch.setenv(child.ENV_REVISION, str(deployment.revision))
     for name, value in {"engine": None, "out": None, "cancels": None, "retired": False}.items():
-        monkeypatch.setattr(runner.State, name, value)
+        monkeypatch.setattr(child.State, name, value)
 
 
 def head_deployment(slots: int = 1, ctx: int = 512) -> Deployment:
@@ -76,14 +76,14 @@ def head_engine(ctx: int, slots: int):
 @contextmanager
 def engine_child_here(deployment: Deployment, monkeypatch) -> Iterator[None]:
     """This process as the deployment's engine child (`as_engine_child`), its Redis watch ended afterwards."""
-    from jobs.engine import child as runner
+    from jobs.engine import child
 
     as_engine_child(deployment, monkeypatch)
     yield
-    if runner.State.cancels is not None:  # its Redis subscriber thread would outlive the test
-        runner.State.cancels.thread.stop()
-        runner.State.cancels.thread.join(5)
-        runner.State.cancels.pubsub.close()
+    if child.State.cancels is not None:  # its Redis subscriber thread would outlive the test
+        child.State.cancels.thread.stop()
+        child.State.cancels.thread.join(5)
+        child.State.cancels.pubsub.close()
 
 
 def bearer(user) -> dict:

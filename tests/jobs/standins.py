@@ -20,16 +20,16 @@ def engine(slots: int = 2, busy: int = 0, tokens_per_s: float = 0.0, age_s: floa
 
 
 def ended_job(deployment: Deployment, user, prompt: int, completion: int, token=None, **fields):
-    """A job ended through the engine's own write (runner.write_outcome): counted in the usage ledger exactly as
+    """A job ended through the engine's own write (child.write_outcome): counted in the usage ledger exactly as
     a job the engine ran would be."""
     from django.utils import timezone
 
-    from jobs.engine import child as runner
+    from jobs.engine import child
     from jobs.models import Job, JobKind, JobStatus
 
     job = Job.objects.create(kind=fields.pop("kind", JobKind.CHAT), deployment=deployment, user=user,
                              api_token=token, status=JobStatus.RUNNING, attempts=1, started=timezone.now(), **fields)
-    assert runner.write_outcome(job, status=JobStatus.SUCCEEDED, finished=timezone.now(), prompt_tokens=prompt,
+    assert child.write_outcome(job, status=JobStatus.SUCCEEDED, finished=timezone.now(), prompt_tokens=prompt,
                                 completion_tokens=completion)
     job.refresh_from_db()
     return job

@@ -13,7 +13,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusterpanel.accounts.models import ApiToken
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.batches import service as batches
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
 from jobs.queue import queueing
@@ -60,7 +60,7 @@ def test_verify_with_redis_down_answers_503_and_does_not_stay_running(ready, ali
     def no_broker(*args, **kwargs):
         raise OperationalError("Error 111 connecting to 127.0.0.1:1. Connection refused.")
 
-    monkeypatch.setattr(messages, "verify_deployment", no_broker)
+    monkeypatch.setattr(task_messages, "verify_deployment", no_broker)
     answer = Client(**bearer(alice)).post(f"/api/deployments/{ready.pk}/verify/")
     assert answer.status_code == 503 and "Redis did not answer" in answer.json()["error"], answer.content
     assert Deployment.objects.get(pk=ready.pk).verification["result"] == "failed"

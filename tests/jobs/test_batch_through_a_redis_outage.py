@@ -9,7 +9,7 @@ import pytest
 from django.db import connection
 
 from jobs.batches import service as batches
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import JobStatus
 from models_app.models import Deployment
 from tests.conftest import wait_until
@@ -28,7 +28,7 @@ def on_the_head(transactional_db) -> Deployment:
 
 def serving(job_id: int) -> None:
     try:
-        serve.run(job_id)
+        loop.run(job_id)
     finally:
         connection.close()  # this thread's own
 

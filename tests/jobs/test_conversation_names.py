@@ -5,7 +5,7 @@ import pytest
 from django.db import connection
 from django.db.migrations.executor import MigrationExecutor
 
-from jobs.chat import edits as manage
+from jobs.chat import edits
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from tests.jobs.standins import ready_deployment
 from tests.migrating import migrated_back
@@ -14,15 +14,15 @@ from tests.rows import client_for
 
 def test_first_messages_alike_get_numbered_titles(bob, alice):
     first, second = (Conversation.objects.create(user=bob) for _ in range(2))
-    manage.name_after(first, "Summarise   this\npaper")
-    manage.name_after(second, "Summarise this paper")
+    edits.name_after(first, "Summarise   this\npaper")
+    edits.name_after(second, "Summarise this paper")
     theirs = Conversation.objects.create(user=alice)
-    manage.name_after(theirs, "Summarise this paper")
+    edits.name_after(theirs, "Summarise this paper")
     assert (first.title, second.title, theirs.title) == (
         "Summarise this paper", "Summarise this paper (2)", "Summarise this paper")
     long = Conversation.objects.create(user=bob)
-    manage.name_after(long, "word " * 40)
-    assert long.title.endswith("…") and len(long.title) == manage.AUTO_TITLE + 1
+    edits.name_after(long, "word " * 40)
+    assert long.title.endswith("…") and len(long.title) == edits.AUTO_TITLE + 1
 
 
 def test_rename_refuses_a_taken_or_empty_title_and_keeps_the_old_one(bob):

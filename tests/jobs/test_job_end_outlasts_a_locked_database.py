@@ -4,7 +4,7 @@ again rather than leave the job RUNNING (and its conversation "still coming") fo
 import threading
 import time
 
-from jobs.engine import child as runner
+from jobs.engine import child
 from jobs.models import Job, JobKind, JobStatus
 from tests.nodes.trouble import locked_database
 
@@ -25,7 +25,7 @@ def test_it_stores_the_end_once_the_database_takes_writes_again(transactional_db
     holder.start()
     time.sleep(0.5)  # the lock is held before the engine writes
     try:
-        runner.finish(job, JobStatus.SUCCEEDED, output="Hello!", finish_reason="stop")
+        child.finish(job, JobStatus.SUCCEEDED, output="Hello!", finish_reason="stop")
     finally:
         holder.join()
     assert released.is_set()

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from clusterpanel.run.redis_server import RedisServer
 from jobs.chat import conversations
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
 from jobs.queue import queueing, stream
@@ -111,7 +111,7 @@ def test_a_job_fails_saying_so_when_redis_is_unreachable_as_it_starts(conversati
     listener = async_to_sync(layer.new_channel)()
     async_to_sync(layer.group_add)(stream.group(job.pk), listener)
 
-    serve.run(job.pk)
+    loop.run(job.pk)
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.finished
     assert job.error.startswith("The panel's Redis, which carries answers to you, did not answer"), job.error

@@ -78,7 +78,7 @@ def test_it_notices_an_import_the_wrong_way(tmp_path, monkeypatch):
     (tmp_path / "jobs" / "chat").mkdir()
     (tmp_path / "nodes").mkdir()
     queue = tmp_path / "jobs" / "queue" / "queueing.py"
-    queue.write_text("from jobs.engine import serve\n")
+    queue.write_text("from jobs.engine import loop\n")
     chat = tmp_path / "jobs" / "chat" / "views.py"
     chat.write_text("from jobs.api.inputs import json_body\nfrom jobs.queue import queueing\n")
     node = tmp_path / "nodes" / "views.py"

@@ -15,8 +15,8 @@ from django.test import Client
 from django.utils import timezone
 
 from clusterpanel.accounts.models import ApiToken
-from jobs.chat import edits as manage
-from jobs.engine import child as runner
+from jobs.chat import edits
+from jobs.engine import child
 from jobs.models import Conversation, Job, JobKind, JobStatus, Tally
 from jobs.queue import queueing, stream
 from tests.jobs.standins import ready_deployment
@@ -34,7 +34,7 @@ def ended(deployment, user, tokens: int, seconds: float, conversation=None) -> J
     started = timezone.now() - timedelta(seconds=seconds)
     job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=user, messages=[], params={},
                              status=JobStatus.RUNNING, attempts=1, started=started, conversation=conversation)
-    runner.finish(job, JobStatus.SUCCEEDED, completion_tokens=tokens, output="x" * tokens,
+    child.finish(job, JobStatus.SUCCEEDED, completion_tokens=tokens, output="x" * tokens,
                   first_token=started + timedelta(seconds=0.2))
     return job
 
@@ -52,7 +52,7 @@ def test_deleting_a_conversation_keeps_what_its_jobs_counted(db, bob, scraper):
     assert value(before, "clusterpanel_job_duration_seconds_bucket", le="60.0", **names) == 2
     assert value(before, "clusterpanel_time_to_first_token_seconds_bucket", le="0.25", **names) == 2
 
-    manage.delete(chat)  # as the chat page deletes one
+    edits.delete(chat)  # as the chat page deletes one
     assert not Job.objects.filter(conversation=chat).exists()
     assert scraped(scraper) == before
 
@@ -116,7 +116,7 @@ def test_an_answer_cut_short_keeps_the_tokens_it_was_counted_for(db, bob, scrape
     job = streaming(deployment, bob, 5)
     try:
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
-        runner.finish(job, JobStatus.FAILED, error="Stopped: lap-2 stopped answering during generation.")
+        child.finish(job, JobStatus.FAILED, error="Stopped: lap-2 stopped answering during generation.")
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 5
     finally:
         stream.store().delete(stream.key(job.pk))
@@ -129,7 +129,7 @@ def test_a_job_ending_after_its_deployment_was_removed_still_ends(db, bob):
     job = Job.objects.create(kind=JobKind.CHAT, deployment=deployment, user=bob, messages=[], params={},
                              status=JobStatus.RUNNING, attempts=1, started=timezone.now())
     deployment.delete()
-    runner.finish(job, JobStatus.SUCCEEDED, completion_tokens=3, output="abc")
+    child.finish(job, JobStatus.SUCCEEDED, completion_tokens=3, output="abc")
     job.refresh_from_db()
     assert job.status == JobStatus.SUCCEEDED and job.deployment is None and not Tally.objects.exists()
 

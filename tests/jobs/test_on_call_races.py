@@ -12,7 +12,7 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from clusterpanel.accounts.limits import set_limits
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.api import inputs, openai_api
 from jobs.api.openai_submit import submit
 from jobs.models import Job, JobKind, JobStatus
@@ -71,15 +71,15 @@ def test_a_lost_message_to_prepare_a_woken_deployment_is_sent_again(db, sent, mo
     def broker_down(deployment_id):
         raise OperationalError("Error 111 connecting to 127.0.0.1:6379. Connection refused.")
 
-    monkeypatch.setattr(messages, "prepare_on_call", broker_down)
+    monkeypatch.setattr(task_messages, "prepare_on_call", broker_down)
     with django_capture_on_commit_callbacks(execute=True):
         woken = wakeup.wake("small")  # the request is not failed: its job waits on the load
     monkeypatch.undo()
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: sent.append((task, args)))
+    monkeypatch.setattr(task_messages, "send", lambda task, args, **options: sent.append((task, args)))
     assert wakeup.look_after()["resent"] == 0, "a load just recorded is given time"
     OnCallEvent.objects.filter(deployment=woken).update(at=timezone.now() - timedelta(minutes=2))
     assert wakeup.look_after()["resent"] == 1
-    assert (messages.PREPARE_ON_CALL, (woken.pk,)) in sent
+    assert (task_messages.PREPARE_ON_CALL, (woken.pk,)) in sent
     Deployment.objects.filter(pk=woken.pk).update(status=DeploymentStatus.PREPARING)
     assert wakeup.look_after()["resent"] == 0, "one a worker took is left to it"
 

@@ -11,7 +11,7 @@ import time
 import pytest
 from django.test import Client
 
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.api import inputs, openai_models
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import oncall_choice, queueing, wakeup
@@ -44,8 +44,8 @@ def test_an_asleep_model_is_planned_onto_free_laptops_and_its_job_waits_on_the_l
         job = ask("small")
     deployment = job.deployment
     assert deployment.on_call and deployment.status == DeploymentStatus.PLANNED and len(laptops_of(deployment)) == 1
-    assert (messages.PREPARE_ON_CALL, (deployment.pk,)) in sent, "a worker prepares it"
-    assert (messages.RUN_JOB, (job.pk,)) in sent, "the job waits in the engine's queue for the engine to start"
+    assert (task_messages.PREPARE_ON_CALL, (deployment.pk,)) in sent, "a worker prepares it"
+    assert (task_messages.RUN_JOB, (job.pk,)) in sent, "the job waits in the engine's queue for the engine to start"
     event = OnCallEvent.objects.get()
     assert (event.kind, event.deployment) == ("load", deployment)
     assert event.why == f"A request asked for it while it was asleep; planned onto {laptops_of(deployment).pop()}."
@@ -81,7 +81,7 @@ def test_two_requests_at_once_wake_it_once(transactional_db, sent):
     for thread in threads:
         thread.join(30)
     assert not errors and len(found) == 4 and len(set(found)) == 1
-    assert Deployment.objects.count() == 1 and [task for task, _ in sent] == [messages.PREPARE_ON_CALL]
+    assert Deployment.objects.count() == 1 and [task for task, _ in sent] == [task_messages.PREPARE_ON_CALL]
 
 
 def test_a_second_model_asleep_while_the_first_is_busy_loads_onto_the_free_laptops(db, sent):

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from clusterpanel.accounts.models import ApiToken, Role, User
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import ApiFile, Batch, Job
 from tests.jobs.conftest import engine_child_here, head_deployment
 
@@ -33,7 +33,7 @@ def lines(url: str, *bodies: dict) -> bytes:
 
 
 def run_waiting(batch_id: str) -> None:
-    serve.run(Job.objects.filter(batch_id=int(batch_id.removeprefix("batch_"))).earliest("pk").pk)
+    loop.run(Job.objects.filter(batch_id=int(batch_id.removeprefix("batch_"))).earliest("pk").pk)
 
 
 def test_the_openai_client_runs_a_chat_batch_and_reads_its_files(on_the_head, web_server, bob):

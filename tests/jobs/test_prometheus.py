@@ -11,7 +11,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from clusterpanel.accounts.models import ApiToken
 from jobs.batches import service as batches
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing
 from nodes.models import Node, NodeStatus, RpcServer, ServerStatus
@@ -45,7 +45,7 @@ def test_a_scrape_during_a_streaming_job_shows_its_tokens_counting_up(transactio
                                       "max_tokens": 200, "stop": []}))
     names = {"deployment": deployment.pk, "model": deployment.model.name}
     with engine_child_here(deployment, monkeypatch):
-        engine = threading.Thread(target=serve.run, args=(job.pk,))
+        engine = threading.Thread(target=loop.run, args=(job.pk,))
         engine.start()
         counts = []
         while engine.is_alive():

@@ -7,7 +7,7 @@ fails the jobs that waited, saying why. Rows only: what a worker would be sent i
 import pytest
 from django.test import Client
 
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.api import inputs
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
@@ -35,7 +35,7 @@ def test_a_recovering_deployment_takes_a_job_by_its_id_and_it_waits(ready, bob, 
     assert answer.status_code == 201, answer.content
     job = Job.objects.get(pk=answer.json()["id"])
     assert job.status == JobStatus.QUEUED and job.deployment == ready
-    assert (messages.RUN_JOB, (job.pk,)) in sent, "its message waits in the engine's queue for the new engine"
+    assert (task_messages.RUN_JOB, (job.pk,)) in sent, "its message waits in the engine's queue for the new engine"
 
 
 def test_a_request_naming_its_model_still_finds_it(ready, bob, sent):

@@ -3,7 +3,7 @@ what starts the recovery: the degraded status may only become visible once the r
 
 import threading
 
-from jobs import task_messages as messages
+from jobs import task_messages
 from jobs.engine import recovery
 from models_app.models import Deployment, DeploymentStatus
 
@@ -26,7 +26,7 @@ def status_seen_elsewhere(pk: int) -> str:
 
 def test_a_deployment_turns_degraded_only_once_its_recovery_is_on_its_way(ready, transactional_db, monkeypatch):
     sent = []
-    monkeypatch.setattr(messages, "recover_deployment",
+    monkeypatch.setattr(task_messages, "recover_deployment",
                         lambda *args: sent.append((args, status_seen_elsewhere(ready.pk))))
 
     recovery.laptops_died(ready, {"test-2": "its rpc-server ended: killed (signal 9)"}, [])

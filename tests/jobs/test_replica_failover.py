@@ -11,8 +11,7 @@ import subprocess
 from asgiref.sync import async_to_sync, sync_to_async
 
 from jobs.api.openai_views import Caught, text_parted
-from jobs.engine import leftovers as child
-from jobs.engine import recovery
+from jobs.engine import leftovers, recovery
 from jobs.engine.workers import Engines
 from jobs.models import STOPPED, Job, JobKind, JobStatus
 from jobs.queue import failover, queueing, routing
@@ -135,7 +134,7 @@ def test_an_engine_that_restarts_under_its_jobs_sends_its_routed_ones_elsewhere(
     running, waiting = job(first, bob, JobStatus.RUNNING, attempts=1), job(first, bob)
     monkeypatch.setattr(recovery, "dead_laptops", lambda deployment: {})  # the engine itself stopped
     as_engine_child(first, monkeypatch)
-    child.on_child_start()
+    leftovers.on_child_start()
     for moved in Job.objects.filter(pk__in=[running.pk, waiting.pk]):
         assert moved.status == JobStatus.QUEUED and moved.deployment == second, (moved.pk, moved.status)
     assert Deployment.objects.get(pk=first.pk).engine["state"] == "restarting", "no new job is routed to it"

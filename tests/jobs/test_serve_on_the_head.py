@@ -6,7 +6,7 @@ gives alone."""
 
 import pytest
 
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing, stream
 from models_app.models import Deployment
@@ -39,7 +39,7 @@ def test_jobs_run_together_up_to_the_slots_and_one_that_must_run_alone_runs_alon
     first = [ask(on_the_head, bob, f"Name {n} fruits.") for n in range(2, 5)]
     alone = ask(on_the_head, bob, "Name 5 fruits.", alone=True)
     later = [ask(on_the_head, bob, f"Name {n} rivers.") for n in range(2, 6)]
-    serve.run(first[0].pk)  # runs every waiting job of the deployment
+    loop.run(first[0].pk)  # runs every waiting job of the deployment
 
     jobs = [Job.objects.get(pk=job.pk) for job in [*first, alone, *later]]
     assert {job.status for job in jobs} == {JobStatus.SUCCEEDED}, [job.error for job in jobs]
@@ -52,7 +52,7 @@ def test_jobs_run_together_up_to_the_slots_and_one_that_must_run_alone_runs_alon
         assert "".join(pieces) == job.output and job.completion_tokens, "each job's stream is its own answer"
 
     again = ask(on_the_head, bob, "Name 5 fruits.")
-    serve.run(again.pk)
+    loop.run(again.pk)
     again.refresh_from_db()
     assert again.output == lone.output, "greedy: alone, the same answer again"
 
@@ -61,7 +61,7 @@ def test_a_job_asked_to_stop_before_it_started_ends_cancelled_and_the_others_run
     stopped = ask(on_the_head, bob, "Name 3 fruits.")
     kept = ask(on_the_head, bob, "Name 3 rivers.")
     stream.store().set(queueing.cancel_key(stopped.pk), 1, ex=60)  # the stop came while the engine was away
-    serve.run(stopped.pk)
+    loop.run(stopped.pk)
     stopped.refresh_from_db()
     kept.refresh_from_db()
     assert stopped.status == JobStatus.CANCELLED and stopped.finish_reason == "cancelled"

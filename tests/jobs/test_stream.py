@@ -135,9 +135,9 @@ def test_a_redis_that_does_not_answer_is_tried_seldom_and_one_that_refuses_each_
 
 
 def test_a_new_jobs_message_also_wakes_a_busy_engines_watch_at_once(monkeypatch):
-    from jobs import task_messages as messages
+    from jobs import task_messages
 
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: None)  # no worker here to take it
+    monkeypatch.setattr(task_messages, "send", lambda task, args, **options: None)  # no worker here to take it
     channel = stream.new_work_channel("engine.77")
     watch = stream.CancelWatch(stream.store(), channel)
     try:
@@ -145,8 +145,8 @@ def test_a_new_jobs_message_also_wakes_a_busy_engines_watch_at_once(monkeypatch)
         while stream.store().pubsub_numsub(channel)[0][1] < 1 and time.monotonic() < deadline:
             time.sleep(0.05)  # the watch's thread subscribes (again, after a hiccup) on its own time
         assert not watch.take_new_work()
-        messages.run_job(JOB + 10, "engine.78")  # another deployment's engine
-        messages.run_job(JOB + 11, "engine.77")
+        task_messages.run_job(JOB + 10, "engine.78")  # another deployment's engine
+        task_messages.run_job(JOB + 11, "engine.77")
         deadline = time.monotonic() + 5
         while not watch.new_work and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -4,25 +4,25 @@ changed argument list: each message must reach a registered task that accepts it
 import inspect
 
 from clusterpanel.kit.celery import app
-from jobs import task_messages as messages
+from jobs import task_messages
 
 
 def sent_by_each_sender(monkeypatch) -> list[tuple[str, tuple, dict]]:
     sent = []
-    monkeypatch.setattr(messages, "send", lambda task, args, **options: sent.append((task, args, options)))
-    messages.run_job(1, "engine.1")
-    messages.confirm_stop(1, 0, 30)
-    messages.load_engine(1, "engine.1")
-    messages.recover_deployment(1, ["demo-2"], [3, 4])
-    messages.verify_deployment(1, 2)
-    messages.prepare_on_call(1)
+    monkeypatch.setattr(task_messages, "send", lambda task, args, **options: sent.append((task, args, options)))
+    task_messages.run_job(1, "engine.1")
+    task_messages.confirm_stop(1, 0, 30)
+    task_messages.load_engine(1, "engine.1")
+    task_messages.recover_deployment(1, ["demo-2"], [3, 4])
+    task_messages.verify_deployment(1, 2)
+    task_messages.prepare_on_call(1)
     return sent
 
 
 def test_it_sends_every_message_to_a_task_that_takes_its_arguments(monkeypatch):
     app.loader.import_default_modules()
     sent = sent_by_each_sender(monkeypatch)
-    senders = [name for name, value in vars(messages).items() if inspect.isfunction(value) and name != "send"]
+    senders = [name for name, value in vars(task_messages).items() if inspect.isfunction(value) and name != "send"]
     assert len(sent) == len(senders), "every sender is exercised here"
     for task, args, options in sent:
         assert task in app.tasks, f"{task} is not a registered task"
@@ -35,7 +35,7 @@ def test_it_refuses_a_wrong_argument_list(monkeypatch):
     """The check above can fail: a task given one argument too many does not bind."""
     app.loader.import_default_modules()
     try:
-        inspect.signature(app.tasks[messages.RUN_JOB].run).bind(1, 2)
+        inspect.signature(app.tasks[task_messages.RUN_JOB].run).bind(1, 2)
     except TypeError:
         return
     raise AssertionError("a wrong argument list was accepted")

@@ -3,8 +3,7 @@
 import pytest
 
 from models_app.library.bundled import bundled_model_path
-from models_app.llamacpp import cpucheck
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import cpucheck, libllama
 
 
 @pytest.fixture(scope="module")
@@ -36,4 +35,4 @@ def test_it_reads_the_models_shape(llm):
 
 
 def test_it_runs_a_llama_cpp_python_built_with_rpc():
-    assert llamacpp.has_rpc_backend()
+    assert libllama.has_rpc_backend()

@@ -9,7 +9,7 @@ import pytest
 from django.test import Client
 
 from clusterpanel.accounts.models import ApiToken
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import libllama
 from nodes.models import ActionKind, ActionStatus, NodeAction
 from nodes.probing import probe
 from nodes.remote import ssh
@@ -92,7 +92,7 @@ def test_the_built_server_starts_and_answers_the_head(built, laptop, runtime_bun
     try:
         hello = supervisor.handshake(f"{one.address}:{PORT}", within=30)
         assert hello.version == runtime_bundle.rpc_protocol and hello.devices == 1
-        memory = llamacpp.rpc_device_memory(f"{one.address}:{PORT}")  # ggml's own client, as the engine uses it
+        memory = libllama.rpc_device_memory(f"{one.address}:{PORT}")  # ggml's own client, as the engine uses it
         assert 0 < memory["free"] <= memory["total"]
     finally:
         rpcserver.stop(reach, FOLDER, PORT)

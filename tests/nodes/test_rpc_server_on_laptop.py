@@ -4,8 +4,7 @@ import json
 
 import pytest
 
-from models_app.llamacpp import libllama as llamacpp
-from models_app.llamacpp import oneshot
+from models_app.llamacpp import libllama, oneshot
 from nodes.remote import ssh
 from nodes.servers import handshake as rpc
 from tests.conftest import wait_for_port
@@ -57,7 +56,7 @@ def test_it_completes_the_rpc_handshake_from_the_head(rpc_server, runtime_bundle
 
 def test_it_is_understood_by_the_heads_own_rpc_client(rpc_server):
     laptop, _ = rpc_server
-    memory = llamacpp.rpc_device_memory(f"{laptop.address}:{PORT}")
+    memory = libllama.rpc_device_memory(f"{laptop.address}:{PORT}")
     assert 0 < memory["free"] <= memory["total"]
 
 

@@ -6,7 +6,7 @@ import pytest
 from django.test import Client
 
 from clusterpanel.accounts.models import Role, User
-from models_app.llamacpp import libllama as llamacpp
+from models_app.llamacpp import libllama
 from nodes.models import Connection, RpcServer, ServerStatus
 from nodes.remote import ssh
 from nodes.servers import handshake as rpc
@@ -31,7 +31,7 @@ def test_it_runs_a_server_on_each_of_three_laptops_behind_ssh_tunnels(nodes, sup
         assert rpc.hello("127.0.0.1", server.local_port).devices == 1
         with pytest.raises(rpc.RpcError):
             rpc.hello(server.node.host, server.port, timeout=2)  # not open to the LAN
-    memory = llamacpp.rpc_device_memory(servers[0].endpoint)
+    memory = libllama.rpc_device_memory(servers[0].endpoint)
     assert memory["total"] > 0, "the head's own RPC client works through the tunnel"
 
 

@@ -15,7 +15,7 @@ from django.test import Client
 
 from jobs.batches import output as batch_output
 from jobs.batches import service as batches
-from jobs.engine import loop as serve
+from jobs.engine import loop
 from jobs.models import Batch, JobStatus
 from models_app.models import Deployment
 from tests.jobs.conftest import engine_child_here, head_deployment
@@ -60,7 +60,7 @@ def ran(on_the_head, engine_here, bob) -> Batch:
     lines.append(json.dumps({"custom_id": REJECTED_ID, "method": "POST", "url": "/v1/chat/completions",
                              "body": {"messages": []}}))
     batch = batches.from_file(bob, on_the_head, "hostile.jsonl", "\n".join(lines).encode())
-    serve.run(batch.items.first().pk)  # runs every waiting job of the deployment, one after another
+    loop.run(batch.items.first().pk)  # runs every waiting job of the deployment, one after another
     assert set(batch.items.values_list("status", flat=True)) == {JobStatus.SUCCEEDED}
     return batch
 

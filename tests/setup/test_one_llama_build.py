@@ -39,7 +39,7 @@ def test_the_head_has_every_ggml_library_of_the_bundle_byte_for_byte(runtime_bun
 
 
 def test_the_head_picks_the_cpu_code_a_laptop_on_this_cpu_picks(runtime_bundle, tmp_path):
-    head = subprocess.run([sys.executable, "-c", "from jobs.engine import llamacpp; llamacpp.load_backends()"],
+    head = subprocess.run([sys.executable, "-c", "from models_app.llamacpp import libllama; libllama.load_backends()"],
                           cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert head.returncode == 0, head.stderr
     with tarfile.open(runtime_bundle.tarball) as archive:
