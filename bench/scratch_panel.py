@@ -100,11 +100,13 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
         from django.test import Client
 
         from clusterpanel.accounts.models import Role, User
+        from clusterpanel.web.staticfiles import collect_once
         from nodes.models import ActionKind, Node, NodeAction
         from nodes.simlan.lan import SimLan
         from nodes.tasks import run_action
 
         call_command("migrate", verbosity=0)
+        collect_once()  # its pages name their scripts by hashed names: without them every page is a 500
         admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
         client = Client()
         client.force_login(admin)
@@ -152,3 +154,25 @@ def end(process: subprocess.Popen) -> None:
     except subprocess.TimeoutExpired:
         process.kill()
         process.wait()
+
+
+def pages_answer(panel: Panel, paths: tuple[str, ...] = ("/", "/nodes/", "/models/", "/chat/", "/no-such-page/")):
+    """Each page's status as a signed-in admin gets it: a benchmark that drives pages measures pages, not 500s."""
+    import urllib.error
+    import urllib.request
+
+    found = {}
+    for path in paths:
+        request = urllib.request.Request(panel.base + path, headers={"Cookie": panel.cookie})
+        try:
+            with urllib.request.urlopen(request, timeout=30) as answer:
+                found[path] = answer.status
+        except urllib.error.HTTPError as exc:
+            found[path] = exc.code
+    return found
+
+
+if __name__ == "__main__":  # `python bench/scratch_panel.py`: does a scratch panel serve its pages?
+    with scratch_panel(laptops=1, name="bcheck", subnet="10.241.0.0/24") as checked:
+        for page, status in pages_answer(checked).items():
+            print(f"{page:<16} {status}")

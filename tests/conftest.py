@@ -1,10 +1,7 @@
 """Shared fixtures: named users, the simulated LAN, real workers and a real web server."""
 
 import ctypes
-import fcntl
-import hashlib
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -17,6 +14,7 @@ import pytest
 from django.conf import settings
 
 from clusterpanel.accounts.models import Role, User
+from clusterpanel.web.staticfiles import collect_once
 from nodes.simlan.lan import Lan, SimLanError
 from tests import services
 from tests.emulated import arm_lan, lavapipe_lan  # noqa: F401 (fixtures: one ARM and one lavapipe laptop a run)
@@ -85,19 +83,6 @@ def child_env() -> dict[str, str]:
     return {**os.environ, "DATABASE_URL": f"sqlite:///{name}"}
 
 
-def static_sources_key() -> str:
-    """What collectstatic's output depends on: every source file's name and bytes, and the storage's code."""
-    from importlib.metadata import version
-
-    from django.contrib.staticfiles.finders import get_finders
-
-    digest = hashlib.sha256(f"{settings.STORAGES}{version('whitenoise')}{version('django')}".encode())
-    for finder in get_finders():
-        for path, storage in sorted(finder.list([]), key=lambda found: found[0]):
-            digest.update(path.encode() + b"\0" + Path(storage.path(path)).read_bytes())
-    return digest.hexdigest()[:16]
-
-
 @pytest.fixture(scope="session", autouse=True)
 def collected_static() -> None:
     """Static files where the served panel finds them, as `make run` leaves them. Every test: a page rendered
@@ -105,22 +90,7 @@ def collected_static() -> None:
 
     Collected once per version of the sources and copied from the build cache after: compressing them took
     13 to 19 s of CPU in each worker of every run."""
-    from django.core.management import call_command
-
-    cache = settings.BUILD_CACHE_DIR / "collected-static"
-    cache.mkdir(parents=True, exist_ok=True)
-    kept = cache / static_sources_key()
-    with open(cache / "lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # the run's other workers wait for the first one's copy
-        if not kept.is_dir():
-            call_command("collectstatic", interactive=False, verbosity=0)
-            for old in cache.iterdir():  # other versions, and a copy an interrupted run left half made
-                if old.is_dir():
-                    shutil.rmtree(old, ignore_errors=True)
-            shutil.copytree(settings.STATIC_ROOT, kept.with_suffix(".part"))
-            kept.with_suffix(".part").rename(kept)
-            return
-    shutil.copytree(kept, settings.STATIC_ROOT, dirs_exist_ok=True)
+    collect_once()
 
 
 @pytest.fixture
