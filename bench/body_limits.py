@@ -18,15 +18,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from harness import free_port  # noqa: E402
+
 ROOT = Path(__file__).resolve().parent.parent
 HUGE, BLOCK = 200 << 20, 64 << 10
 SERVERS = {"daphne": "daphne", "panel (clusterpanel.web.webserver)": "clusterpanel.web.webserver"}
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def rss_kib(pid: int) -> int:

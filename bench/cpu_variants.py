@@ -24,6 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from bench.harness import free_port  # noqa: E402
 from scripts.llama_source import extract_all  # noqa: E402
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
@@ -31,12 +32,6 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "clusterpanel.settings")
 LINES = " ".join(f"Line {i}: the quick brown fox jumps over the lazy dog." for i in range(30))
 LONG_PROMPT = f"<|im_start|>user\n{LINES}<|im_end|>\n"
 PROMPT = "<|im_start|>user\nWrite a short story about a laptop.<|im_end|>\n<|im_start|>assistant\n"
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def start_server(bin_dir: Path, threads: int) -> tuple[subprocess.Popen, int, str]:

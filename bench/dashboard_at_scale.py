@@ -23,8 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
+from harness import end, free_port, wait_port  # noqa: E402
 from metrics_fanout import cpu_seconds  # noqa: E402
-from scratch_panel import end, free_port, wait_port  # noqa: E402
 
 # The newest sample each laptop shows on the CPU chart, as epoch seconds, read the way each side draws it:
 # the older dashboard has one line per laptop, this one a heat-strip row per laptop.

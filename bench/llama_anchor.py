@@ -12,7 +12,7 @@ import urllib.request
 from contextlib import contextmanager
 from pathlib import Path
 
-from scratch_panel import ROOT, end, free_port
+from harness import ROOT, end, free_port
 
 RPC_PORT = 50311  # beside the deployments' own rpc-servers (50052 and up)
 LOADED_WITHIN_S = 600

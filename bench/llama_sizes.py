@@ -17,6 +17,8 @@ import tarfile
 import time
 from pathlib import Path
 
+from harness import free_port  # noqa: E402
+
 GiB = 2**30
 SAYS = {"KV cache": r"llama_kv_cache: size =\s+([\d.]+) MiB",
         "recurrent state": r"llama_memory_recurrent: size =\s+([\d.]+) MiB",
@@ -84,12 +86,6 @@ def server_binary(folder: Path) -> Path:
     with tarfile.open(bundle.tarball) as archive:
         archive.extractall(folder, filter="data")
     return next(folder.glob(f"*/{bundle.manifest['binary']}"))
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 def wait_listening(port: int, process: subprocess.Popen, seconds: float = 30.0) -> None:

@@ -22,7 +22,7 @@ import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from scratch_panel import free_port, wait_port  # noqa: E402
+from harness import free_port, wait_port  # noqa: E402
 
 
 def main() -> None:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
-from scratch_panel import end, free_port, wait_port  # noqa: E402
+from harness import end, free_port, wait_port  # noqa: E402
 
 PAGES = {"dashboard": "/", "laptop": "/nodes/bench-1/", "model": "/models/{model}/",
          "plan": "/models/plan/?model={model_id}&ctx=512&mode=even", "laptops (no chart)": "/nodes/"}

@@ -2,33 +2,13 @@
 (which runs the engines), and simulated laptops registered and probed. Everything goes at the end."""
 
 import os
-import shutil
-import socket
 import subprocess
 import sys
-import tempfile
 import time
 from contextlib import contextmanager
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def wait_port(port: int, within: float = 20) -> None:
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
-            return
-        except OSError:
-            time.sleep(0.1)
-    raise SystemExit(f"nothing listens on {port}")
+from harness import ROOT, end, free_port, scratch_django, wait_port
 
 
 class Panel:
@@ -83,77 +63,54 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
                   collector: bool = False, worker_pool: tuple[str, ...] = ("--pool", "solo")):
     """`collector`: the metrics collector too (live laptop samples for a dashboard); `worker_pool`: how the
     Celery worker runs its tasks (make run's: prefork, four at once)."""
-    data = Path(tempfile.mkdtemp(prefix="bench-panel-"))
-    os.chmod(data, 0o755)
-    os.environ.update(DATA_DIR=str(data), DJANGO_SETTINGS_MODULE="clusterpanel.settings")
-    sys.path.insert(0, str(ROOT))
-    from clusterpanel.run.redis_server import RedisServer
+    processes, simulated, panel = [], None, None
+    with scratch_django("bench-panel-") as scratch:
+        data, redis = scratch.data, scratch.redis
+        try:
+            from django.test import Client
 
-    redis = RedisServer.start(data / "redis")
-    os.environ["REDIS_URL"] = redis.url
-    processes, harness = [], None
-    try:
-        import django
+            from clusterpanel.accounts.models import Role, User
+            from clusterpanel.web.staticfiles import collect_once
+            from nodes.models import ActionKind, Node, NodeAction
+            from nodes.simlan.lan import SimLan
+            from nodes.tasks import run_action
 
-        django.setup()
-        from django.core.management import call_command
-        from django.test import Client
-
-        from clusterpanel.accounts.models import Role, User
-        from clusterpanel.web.staticfiles import collect_once
-        from nodes.models import ActionKind, Node, NodeAction
-        from nodes.simlan.lan import SimLan
-        from nodes.tasks import run_action
-
-        call_command("migrate", verbosity=0)
-        collect_once()  # its pages name their scripts by hashed names: without them every page is a 500
-        admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
-        client = Client()
-        client.force_login(admin)
-        cookie = f"sessionid={client.cookies['sessionid'].value}"
-        harness = SimLan(name, data / "simlan", subnet=subnet)
-        lan = harness.up(laptops, rate=rate)
-        key = Path(lan.key_path).read_text()
-        nodes = []
-        for laptop in lan.laptops:
-            node = Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
-                                       host_key=laptop.host_key, private_key=key)
-            run_action(NodeAction.objects.create(node=node, kind=ActionKind.PROBE).pk)
-            nodes.append(node)
-        port, env = free_port(), {**os.environ}
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
-        processes = [
-            subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p", str(port),
-                              "clusterpanel.asgi:application"], **quiet),
-            subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
-                              "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
-            subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
-        ]
-        if collector:
-            processes.append(subprocess.Popen([sys.executable, "manage.py", "metrics"], **quiet))
-        wait_port(port)
-        pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
-                "redis": redis.process.pid}
-        panel = Panel(data, port, cookie, nodes, lan, pids, redis, processes)
-        yield panel
-        redis = panel.redis
-    finally:
-        for process in reversed(processes):
-            end(process)
-        if harness:
-            harness.down()
-        redis.stop()
-        shutil.rmtree(data, ignore_errors=True)
-
-
-def end(process: subprocess.Popen) -> None:
-    """TERM, then KILL if it has not gone within 30 s."""
-    process.terminate()
-    try:
-        process.wait(30)
-    except subprocess.TimeoutExpired:
-        process.kill()
-        process.wait()
+            collect_once()  # its pages name their scripts by hashed names: without them every page is a 500
+            admin = User.objects.create_user("bench", password="bench-password-1", role=Role.ADMIN)
+            client = Client()
+            client.force_login(admin)
+            cookie = f"sessionid={client.cookies['sessionid'].value}"
+            simulated = SimLan(name, data / "simlan", subnet=subnet)
+            lan = simulated.up(laptops, rate=rate)
+            key = Path(lan.key_path).read_text()
+            nodes = []
+            for laptop in lan.laptops:
+                node = Node.objects.create(name=laptop.name, host=laptop.address, username=laptop.user,
+                                           host_key=laptop.host_key, private_key=key)
+                run_action(NodeAction.objects.create(node=node, kind=ActionKind.PROBE).pk)
+                nodes.append(node)
+            port, env = free_port(), {**os.environ}
+            quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
+            processes = [
+                subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p",
+                                  str(port), "clusterpanel.asgi:application"], **quiet),
+                subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
+                                  "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
+                subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
+            ]
+            if collector:
+                processes.append(subprocess.Popen([sys.executable, "manage.py", "metrics"], **quiet))
+            wait_port(port)
+            pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
+                    "redis": redis.process.pid}
+            panel = Panel(data, port, cookie, nodes, lan, pids, redis, processes)
+            yield panel
+        finally:
+            scratch.redis = panel.redis if panel else redis  # a restart replaced it: scratch_django stops that one
+            for process in reversed(processes):
+                end(process)
+            if simulated:
+                simulated.down()
 
 
 def pages_answer(panel: Panel, paths: tuple[str, ...] = ("/", "/nodes/", "/models/", "/chat/", "/no-such-page/")):
