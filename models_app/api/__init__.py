@@ -1,1 +1,1 @@
-"""/api/models/, /api/uploads/, /api/plans/, /api/deployments/: one router (models_app.api.router)."""
+"""/api/models/, /api/uploads/, /api/plans/, /api/deployments/: one router (router.py) the shell mounts."""

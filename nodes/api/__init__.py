@@ -1,1 +1,1 @@
-"""/api/nodes/: laptops, their actions, selections of many, LAN scans; one router (nodes.api.router)."""
+"""/api/nodes/: laptops, their actions, selections of many, LAN scans; one router (router.py) the shell mounts."""
