@@ -18,7 +18,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from harness import free_port  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import free_port  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 HUGE, BLOCK = 200 << 20, 64 << 10

@@ -6,7 +6,7 @@ lose: no answer spliced (what each client was told is the text of the job that a
 with an error saying so), every failure named in words, every batch line answered exactly once, the deployment
 ready again, and it measures how long each fault took to recover from.
 
-tests/jobs/test_chaos.py runs it for about a minute inside the suite; the long form, on a scratch panel:
+tests/jobs/recovery/test_chaos.py runs it for about a minute inside the suite; the long form, on a scratch panel:
 
     sudo .venv/bin/python bench/chaos.py [--minutes 30] [--fault-every 90]
 """

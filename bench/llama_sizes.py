@@ -17,7 +17,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from harness import free_port  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from bench.harness import free_port  # noqa: E402
 
 GiB = 2**30
 SAYS = {"KV cache": r"llama_kv_cache: size =\s+([\d.]+) MiB",

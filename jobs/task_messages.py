@@ -1,7 +1,7 @@
 """The one door to the job tasks in Celery: every message names its task, so the modules a task runs never
 import jobs/tasks.py back (tasks → engine → queue runs one way), and neither do the pages.
 
-tests/jobs/test_task_messages.py holds each name and argument list to a registered task.
+tests/jobs/queue/test_task_messages.py holds each name and argument list to a registered task.
 """
 
 from clusterpanel.kit.celery import app

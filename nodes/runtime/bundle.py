@@ -12,7 +12,7 @@ from django.conf import settings
 MANIFEST_NAME = "clusterpanel-runtime.json"
 # The most laptops one deployment can span: one RPC device each, as many as llama_max_devices() of the build
 # (scripts/llama_patches/0001-devices-past-16.patch raises upstream's 16). The planner never offers more;
-# tests/jobs/test_device_limit.py checks the built library agrees.
+# tests/jobs/engine/test_device_limit.py checks the built library agrees.
 MAX_LAPTOPS = 64
 # One name per architecture: macOS and some distributions say arm64, Windows says AMD64.
 ARCH_NAMES = {"arm64": "aarch64", "amd64": "x86_64"}

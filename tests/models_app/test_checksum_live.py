@@ -49,7 +49,7 @@ def test_a_plain_user_is_turned_away(bob, hashing):
         comm = WebsocketCommunicator(application, f"/ws/models/{hashing.pk}/", headers=headers)
         connected, code = await comm.connect(timeout=30)
         # Ended here, not by asyncio.run's clean-up, which once hung for ten minutes cancelling the consumer's
-        # read of the channel layer (a parallel run, tests/jobs/test_batch_socket.py).
+        # read of the channel layer (a parallel run, tests/jobs/batches/test_batch_socket.py).
         await comm.disconnect()
         return connected, code
 

@@ -33,7 +33,7 @@ def test_every_test_file_of_the_suite_has_a_time():
 
 def collected_first(**env: str) -> str:
     done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "tests/clusterpanel/test_api_contract.py", "tests/jobs/test_idle_pages.py"],
+                           "tests/clusterpanel/test_api_contract.py", "tests/jobs/chat/test_idle_pages.py"],
                           cwd=ROOT, capture_output=True, text=True, timeout=120,
                           env={**{k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"}, **env})
     assert done.returncode == 0, done.stdout + done.stderr
@@ -41,7 +41,7 @@ def collected_first(**env: str) -> str:
 
 
 def test_a_worker_of_a_parallel_run_collects_the_longest_file_first_and_a_serial_run_keeps_the_order():
-    assert collected_first(PYTEST_XDIST_WORKER="gw0") == "tests/jobs/test_idle_pages.py"
+    assert collected_first(PYTEST_XDIST_WORKER="gw0") == "tests/jobs/chat/test_idle_pages.py"
     assert collected_first() == "tests/clusterpanel/test_api_contract.py"
 
 

@@ -15,9 +15,9 @@ from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.params import validate
 from jobs.queue import queueing, stream
 from tests.conftest import wait_until
+from tests.jobs.batches.test_batch_survives_engine_restart import upload
 from tests.jobs.cluster import GREEDY
 from tests.jobs.cluster import chat as send_chat
-from tests.jobs.test_batch_survives_engine_restart import upload
 from tests.nodes.test_live_updates import headers_for
 
 SLOTS = 4

@@ -23,8 +23,8 @@ from models_app.models import Deployment, DeploymentStatus
 from nodes.models import RpcServer
 from nodes.remote import ssh
 from tests.conftest import wait_until
+from tests.jobs.batches.test_batch_survives_engine_restart import upload as upload_lines
 from tests.jobs.cluster import chat
-from tests.jobs.test_batch_survives_engine_restart import upload as upload_lines
 
 SLOTS = 4
 STOPPED_OR_ENDED = (JobStatus.FAILED, JobStatus.SUCCEEDED, JobStatus.CANCELLED)

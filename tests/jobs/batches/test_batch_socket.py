@@ -47,7 +47,7 @@ def test_someone_elses_batch_is_refused(batch):
         comm = WebsocketCommunicator(application, f"/ws/batches/{batch.pk}/", headers=headers)
         connected, code = await comm.connect(timeout=30)
         # Ended here, not by asyncio.run's clean-up, which once hung for ten minutes cancelling the consumer's
-        # read of the channel layer (a parallel run, tests/jobs/test_batch_socket.py).
+        # read of the channel layer (a parallel run, tests/jobs/batches/test_batch_socket.py).
         await comm.disconnect()
         return connected, code
 

@@ -13,8 +13,8 @@ from jobs.engine import loop
 from jobs.models import JobStatus
 from models_app.models import Deployment
 from tests.conftest import wait_until
+from tests.jobs.batches.test_batch_survives_engine_restart import batch_file
 from tests.jobs.conftest import engine_child_here, head_deployment
-from tests.jobs.test_batch_survives_engine_restart import batch_file
 from tests.services import redis_down
 
 pytestmark = pytest.mark.timeout(300)

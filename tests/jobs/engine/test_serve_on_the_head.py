@@ -12,7 +12,7 @@ from jobs.queue import queueing, stream
 from models_app.models import Deployment
 from tests.jobs.cluster import GREEDY
 from tests.jobs.conftest import engine_child_here, head_deployment
-from tests.jobs.test_many_at_once import most_at_once
+from tests.jobs.queue.test_many_at_once import most_at_once
 
 pytestmark = pytest.mark.timeout(300)
 SLOTS = 4

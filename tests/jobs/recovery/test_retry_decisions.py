@@ -63,7 +63,7 @@ def test_jobs_are_told_no_retry_comes_when_recovery_cannot_be_started(transactio
     def broker_away(*args, **kwargs):
         raise OSError("Connection refused")
 
-    monkeypatch.setattr(recovery.messages, "recover_deployment", broker_away)
+    monkeypatch.setattr(recovery.task_messages, "recover_deployment", broker_away)
     with pytest.raises(OSError):
         recovery.laptops_died(ready, {"test-2": "killed"}, [job])
     job.refresh_from_db()

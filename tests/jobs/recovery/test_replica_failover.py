@@ -18,7 +18,7 @@ from jobs.queue import failover, queueing, routing
 from jobs.queue.listen import JobEvents
 from models_app.models import Deployment, DeploymentStatus
 from tests.jobs.conftest import as_engine_child
-from tests.jobs.test_replica_routing import HI
+from tests.jobs.queue.test_replica_routing import HI
 
 WHY = "desk-1 stopped answering"
 

@@ -19,8 +19,8 @@ from jobs.chat import edits
 from jobs.engine import child
 from jobs.models import Conversation, Job, JobKind, JobStatus, Tally
 from jobs.queue import queueing, stream
+from tests.jobs.engine.test_prometheus import scraped, value
 from tests.jobs.standins import ready_deployment
-from tests.jobs.test_prometheus import scraped, value
 from tests.migrating import migrated_back
 
 

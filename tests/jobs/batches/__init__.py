@@ -1,0 +1,1 @@
+"""Batches: files of requests checked, queued, followed on their pages and sockets, and their results."""

@@ -1,0 +1,1 @@
+"""The chat page and conversations, in a real browser and through the API."""

@@ -1,0 +1,1 @@
+"""Who goes next and how a job's events reach its listener: queue order and positions, streams, messages."""
