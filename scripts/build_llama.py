@@ -78,8 +78,11 @@ LLAMA_CPP_CMAKE_ARGS = [
 # laptop's own libstdc++ is used: this machine's, shipped or linked in, would
 # raise the glibc a laptop needs from 2.34 to 2.36 (arc4random, _dl_find_object).
 BUNDLED_SYSTEM_LIBS = ("libgomp.so",)
-# What the head needs beside the bundle's libraries (the rpc-server does not use libllama).
-HEAD_ONLY_LIBS = ("libllama",)
+# What the head needs beside the bundle's libraries (the rpc-server does not use libllama): libllama,
+# libllama-common and the panel's door to llama.cpp's chat layer, built from CHAT_SOURCE.
+CHAT_LIBRARY = "libclusterpanel-chat.so"
+CHAT_SOURCE = ROOT / "scripts" / "llama_chat" / "chat.cpp"
+HEAD_ONLY_LIBS = ("libllama", "libclusterpanel-chat")
 BUNDLE_NAME = "clusterpanel-runtime"
 # Native CPU code and OpenMP, as fast here as the head's best CPU variant
 # (bench/head_build.py): the benchmark compares engines, not instruction sets.
@@ -135,13 +138,27 @@ def build_llama_cpp(source: Path, cache: Path, logs: Path, jobs: int) -> Path:
         ["cmake", "-S", str(tree), "-B", str(build), *generator, *LLAMA_CPP_CMAKE_ARGS],
         logs / "rpc-configure.log",
     )
-    targets = ["llama", "ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
+    targets = ["llama", "llama-common", "ggml-rpc-server", "ggml-rpc", *(f"ggml-cpu-{v}" for v in CPU_VARIANTS)]
     sources.run_step(
-        f"build libllama and ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants (4 to 5 min on 2 cores)",
+        f"build libllama, its chat layer and ggml-rpc-server with {len(CPU_VARIANTS)} CPU variants "
+        "(8 to 10 min on 2 cores)",
         ["cmake", "--build", str(build), "--parallel", str(jobs), "--target", *targets],
         logs / "rpc-build.log",
     )
+    build_chat_door(tree, build / "bin", logs)
     return build / "bin"
+
+
+def build_chat_door(tree: Path, built: Path, logs: Path) -> None:
+    """libclusterpanel-chat.so: scripts/llama_chat/chat.cpp, a C door to llama.cpp's common/ chat layer (templates
+    with tools, tool-call parsers, JSON schema to grammar), linked to this build's libllama-common and libllama."""
+    includes = [f"-I{tree / folder}" for folder in ("common", "include", "ggml/include", "vendor")]
+    sources.run_step(
+        "build the panel's door to llama.cpp's chat layer (scripts/llama_chat/chat.cpp)",
+        [os.environ.get("CXX", "c++"), "-O2", "-std=c++17", "-shared", "-fPIC", *includes, str(CHAT_SOURCE),
+         f"-L{built}", "-lllama-common", "-lllama", "-Wl,-rpath,$ORIGIN", "-o", str(built / CHAT_LIBRARY)],
+        logs / "chat-build.log",
+    )
 
 
 def library_files(built: Path, prefixes: tuple[str, ...]) -> dict[str, Path]:
@@ -357,7 +374,8 @@ def build_all(cache_root: Path, jobs: int) -> tuple[Path, Path]:
 
 
 def wheel_dir(cache: Path) -> Path:
-    return cache / f"wheel-{flags_key(WHEEL_CMAKE_ARGS, LLAMA_CPP_CMAKE_ARGS, CPU_VARIANTS, HEAD_ONLY_LIBS)}"
+    chat = hashlib.sha256(CHAT_SOURCE.read_bytes()).hexdigest()
+    return cache / f"wheel-{flags_key(WHEEL_CMAKE_ARGS, LLAMA_CPP_CMAKE_ARGS, CPU_VARIANTS, HEAD_ONLY_LIBS, chat)}"
 
 
 def main() -> int:
