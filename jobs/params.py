@@ -22,9 +22,13 @@ class Params:
     seed: int | None = None
     stop: list[str] = field(default_factory=list)
     repeat_penalty: float = 1.0
+    response_format: dict | None = None  # {"type", "schema"}: answers held to the schema (jobs/structured.py)
 
     def as_dict(self) -> dict:
-        return asdict(self)
+        values = asdict(self)
+        if values["response_format"] is None:  # most jobs: their params read as before
+            del values["response_format"]
+        return values
 
 
 LIMITS = {  # name: (type, lowest, highest)
@@ -91,10 +95,10 @@ def unicode_text(value: str) -> bool:
 def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
     """Params from a mapping of user input (unknown names are refused, so typos do not pass silently)."""
     raw = dict(raw or {})
-    unknown = sorted(set(raw) - set(LIMITS) - {"stop"})
+    unknown = sorted(set(raw) - set(LIMITS) - {"stop", "response_format"})
     if unknown:
         raise ParamError(f"Unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. "
-                         f"Known: {', '.join([*LIMITS, 'stop'])}.", unknown[0])
+                         f"Known: {', '.join([*LIMITS, 'stop', 'response_format'])}.", unknown[0])
     values = {}
     for name, (kind, low, high) in LIMITS.items():
         if raw.get(name) is not None and not (name == "seed" and raw.get(name) == ""):
@@ -102,4 +106,8 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
                 high = min(high, max_tokens_limit)
             values[name] = number(name, raw[name], kind, low, high)
     values["stop"] = stops(raw.get("stop"))
+    if raw.get("response_format") is not None:
+        from jobs import structured  # it imports ParamError from here
+
+        values["response_format"] = structured.response_format(raw["response_format"])
     return Params(**values)

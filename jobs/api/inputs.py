@@ -30,7 +30,9 @@ def json_body(request: HttpRequest) -> dict:
         body = json.loads(request.body or b"null")
     except RequestDataTooBig:
         raise InputError("The request body is too large.", status=413) from None
-    except (ValueError, RecursionError, RawPostDataException):
+    except RecursionError:
+        raise InputError("The request body nests deeper than the panel reads (about 1,000 levels).") from None
+    except (ValueError, RawPostDataException):
         raise InputError("The request body is not valid JSON.") from None
     if not isinstance(body, dict):
         raise InputError("The request body must be a JSON object.")

@@ -18,7 +18,7 @@ from jobs.models import STOPPED, JobKind
 EXCEEDED = re.compile(r"the prompt has (\d+) tokens and the deployment's context is (\d+)")
 FLOATS = ("temperature", "top_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
 INTEGERS = ("top_k", "max_tokens", "max_completion_tokens", "seed", "n")
-PASSED_ON = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty")
+PASSED_ON = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty", "response_format")
 
 
 @dataclass

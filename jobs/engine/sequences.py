@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from jobs import structured
 from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
@@ -136,6 +137,8 @@ class Batcher:
 
         chain = _internals.LlamaSampler()
         chain.add_penalties(self.llm.n_vocab(), LAST_N, params["repeat_penalty"], 0.0, 0.0)
+        if params.get("response_format"):  # where llama-cpp-python puts a grammar: before any choosing
+            self._constrain(chain, params["response_format"]["schema"])
         temperature = params["temperature"]
         if temperature == 0.0:
             chain.add_greedy()
@@ -148,6 +151,12 @@ class Batcher:
             chain.add_temp(temperature)
             chain.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4)))
         return chain
+
+    def _constrain(self, chain, schema: str) -> None:
+        from models_app.llamacpp import chat
+
+        made = chat.grammar_sampler(self.llm._model.model, {"grammar": structured.grammar_of(schema)})
+        self.api.llama_sampler_chain_add(chain.sampler, ctypes.cast(made, self.api.llama_sampler_p_ctypes))
 
     def step(self) -> list[tuple[int, Outcome]]:
         """One decode step over every busy sequence; the jobs that ended in it (key and outcome; their sequences
