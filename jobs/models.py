@@ -126,6 +126,8 @@ class Job(models.Model):
     status = models.CharField(max_length=10, choices=JobStatus.choices, default=JobStatus.QUEUED, db_index=True)
     error = models.TextField(blank=True)
     output = models.TextField(blank=True)
+    # The calls a tool-using answer made, in OpenAI's shape (jobs/engine/toolcalls.py); `output` is its content.
+    tool_calls = models.JSONField(default=list, blank=True)
     finish_reason = models.CharField(max_length=20, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -195,7 +197,8 @@ class Job(models.Model):
 
     def summary(self) -> dict:
         return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,
-                "output": self.output, "finish_reason": self.finish_reason, "deployment": self.deployment_id,
+                "output": self.output, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
+                "deployment": self.deployment_id,
                 "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings(),
                 "dropped_messages": self.dropped_messages}
 

@@ -4,6 +4,7 @@ Bad values raise ParamError with a sentence a person can act on; nothing here
 ever lets a request reach the engine with a value llama.cpp would choke on.
 """
 
+import json
 from dataclasses import asdict, dataclass, field
 
 
@@ -23,12 +24,19 @@ class Params:
     stop: list[str] = field(default_factory=list)
     repeat_penalty: float = 1.0
     response_format: dict | None = None  # {"type", "schema"}: answers held to the schema (jobs/structured.py)
+    tools: str | None = None  # the checked functions as JSON text (jobs/tools.py): their schemas' order kept
+    tool_choice: str | dict | None = None
+    parallel_tool_calls: bool | None = None
 
     def as_dict(self) -> dict:
         values = asdict(self)
-        if values["response_format"] is None:  # most jobs: their params read as before
-            del values["response_format"]
+        for name in OPTIONAL:
+            if values[name] is None:  # most jobs: their params read as before
+                del values[name]
         return values
+
+
+OPTIONAL = ("response_format", "tools", "tool_choice", "parallel_tool_calls")
 
 
 LIMITS = {  # name: (type, lowest, highest)
@@ -95,10 +103,10 @@ def unicode_text(value: str) -> bool:
 def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
     """Params from a mapping of user input (unknown names are refused, so typos do not pass silently)."""
     raw = dict(raw or {})
-    unknown = sorted(set(raw) - set(LIMITS) - {"stop", "response_format"})
+    unknown = sorted(set(raw) - set(LIMITS) - {"stop", *OPTIONAL})
     if unknown:
         raise ParamError(f"Unknown parameter{'s' if len(unknown) > 1 else ''}: {', '.join(unknown)}. "
-                         f"Known: {', '.join([*LIMITS, 'stop', 'response_format'])}.", unknown[0])
+                         f"Known: {', '.join([*LIMITS, 'stop', *OPTIONAL])}.", unknown[0])
     values = {}
     for name, (kind, low, high) in LIMITS.items():
         if raw.get(name) is not None and not (name == "seed" and raw.get(name) == ""):
@@ -110,4 +118,21 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
         from jobs import structured  # it imports ParamError from here
 
         values["response_format"] = structured.response_format(raw["response_format"])
+    values.update(tool_params(raw))
     return Params(**values)
+
+
+def tool_params(raw: dict) -> dict:
+    if raw.get("tools") in (None, []) and raw.get("tool_choice") in (None, "none", "auto"):
+        return {}  # a client that sends no tools (or says none) gets a plain answer, as before
+    from jobs import tools  # it imports ParamError from here
+
+    checked = tools.tools(raw.get("tools"))
+    parallel = raw.get("parallel_tool_calls")
+    if parallel is not None and not isinstance(parallel, bool):
+        raise ParamError("parallel_tool_calls must be true or false.", "parallel_tool_calls")
+    choice = tools.tool_choice(raw.get("tool_choice"), checked)
+    if not checked or choice == "none":
+        return {}
+    return {"tools": json.dumps(checked, ensure_ascii=False), "tool_choice": choice,
+            "parallel_tool_calls": True if parallel is None else parallel}

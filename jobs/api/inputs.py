@@ -16,6 +16,7 @@ from jobs.queue import queueing, routing, wakeup
 from models_app.models import Deployment
 
 ROLES = {"system": "system", "developer": "system", "user": "user", "assistant": "assistant"}
+MAX_CALL_ID = 200
 
 
 class InputError(ValueError):
@@ -49,10 +50,38 @@ def message(item, param: str) -> dict:
     if not isinstance(item, dict):
         raise InputError(f"{param} must be an object with a role and a content.", param)
     role = item.get("role")
-    if not isinstance(role, str) or role not in ROLES:
-        raise InputError(f"{param}.role must be one of system, user or assistant, not {json.dumps(role)}.",
+    if not isinstance(role, str) or role not in ROLES and role != "tool":
+        raise InputError(f"{param}.role must be one of system, user, assistant or tool, not {json.dumps(role)}.",
                          f"{param}.role")
+    if role == "tool":  # a function's result, answering the call of that id
+        call = item.get("tool_call_id")
+        if not isinstance(call, str) or not call or len(call) > MAX_CALL_ID:
+            raise InputError(f"{param}.tool_call_id must be the id of the tool call this message answers.",
+                             f"{param}.tool_call_id")
+        return {"role": "tool", "tool_call_id": call, "content": content(item.get("content"), f"{param}.content")}
+    if role == "assistant" and item.get("tool_calls"):  # its content may then be null
+        text = item.get("content")
+        return {"role": "assistant", "content": "" if text is None else content(text, f"{param}.content"),
+                "tool_calls": tool_calls(item["tool_calls"], f"{param}.tool_calls")}
     return {"role": ROLES[role], "content": content(item.get("content"), f"{param}.content")}
+
+
+def tool_calls(value, param: str) -> list[dict]:
+    """An assistant message's calls, in OpenAI's shape: [{id, type: "function", function: {name, arguments}}]."""
+    if not isinstance(value, list):
+        raise InputError(f"{param} must be a list of tool calls.", param)
+    calls = []
+    for i, call in enumerate(value):
+        function = call.get("function") if isinstance(call, dict) else None
+        if not isinstance(function, dict) or not isinstance(function.get("name"), str) \
+                or not isinstance(function.get("arguments", ""), str) or not isinstance(call.get("id", ""), str):
+            raise InputError(f'{param}[{i}] must be {{"id": ..., "type": "function", "function": {{"name": ..., '
+                             f'"arguments": "<JSON text>"}}}}.', f"{param}[{i}]")
+        calls.append({"id": call.get("id", ""), "type": "function",
+                      "function": {"name": text(function["name"], f"{param}[{i}].function.name"),
+                                   "arguments": text(function.get("arguments", ""),
+                                                     f"{param}[{i}].function.arguments")}})
+    return calls
 
 
 def content(value, param: str) -> str:

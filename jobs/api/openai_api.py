@@ -18,7 +18,8 @@ from jobs.models import STOPPED, JobKind
 EXCEEDED = re.compile(r"the prompt has (\d+) tokens and the deployment's context is (\d+)")
 FLOATS = ("temperature", "top_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
 INTEGERS = ("top_k", "max_tokens", "max_completion_tokens", "seed", "n")
-PASSED_ON = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty", "response_format")
+PASSED_ON = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty", "response_format", "tools",
+             "tool_choice", "parallel_tool_calls")
 
 
 @dataclass
@@ -137,9 +138,10 @@ class Shapes:
         self.base = {"id": f"{'chatcmpl' if self.chat else 'cmpl'}-{job_id}", "created": created, "model": model}
 
     def whole(self, done: dict) -> dict:
-        text, reason = done.get("output") or "", finish_reason(done)
-        choice = ({"index": 0, "message": {"role": "assistant", "content": text}, "logprobs": None,
-                   "finish_reason": reason} if self.chat else
+        text, reason, calls = done.get("output") or "", finish_reason(done), done.get("tool_calls") or []
+        message = {"role": "assistant", "content": text or None, "tool_calls": calls} if calls else \
+            {"role": "assistant", "content": text}
+        choice = ({"index": 0, "message": message, "logprobs": None, "finish_reason": reason} if self.chat else
                   {"index": 0, "text": text, "logprobs": None, "finish_reason": reason})
         return {**self.base, "object": "chat.completion" if self.chat else "text_completion",
                 "choices": [choice], "usage": usage(done)}
@@ -152,6 +154,18 @@ class Shapes:
             choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}
         return {**self.base, "object": "chat.completion.chunk" if self.chat else "text_completion",
                 "choices": [choice]}
+
+    def call_chunk(self, delta: dict) -> dict:
+        """A tool call's delta: its id, type and name first, then pieces of its arguments (OpenAI's shape)."""
+        call = {"index": delta["index"]}
+        if "id" in delta:
+            call.update(id=delta["id"], type="function")
+        function = {key: delta[key] for key in ("name", "arguments") if key in delta}
+        if "name" in function and "arguments" not in function:
+            function["arguments"] = ""
+        call["function"] = function
+        choice = {"index": 0, "delta": {"tool_calls": [call]}, "logprobs": None, "finish_reason": None}
+        return {**self.base, "object": "chat.completion.chunk", "choices": [choice]}
 
     def usage_chunk(self, done: dict) -> dict:
         return {**self.base, "object": "chat.completion.chunk" if self.chat else "text_completion",

@@ -257,7 +257,7 @@ class Answer:
         await sync_to_async(cancel_unfinished)(self.job.pk)
 
     async def sse(self, waits: str | None) -> AsyncIterator[str]:
-        sent = []
+        sent, calls = [], set()  # the text and the tool calls (by index) the client was sent
         try:
             if waits:
                 async for line in self.keep_alive(waits):
@@ -274,6 +274,9 @@ class Answer:
                         if text:
                             sent.append(text)
                             yield data(self.shapes.chunk(text))
+                    elif event["event"] == "tool_call" and self.shapes.chat:
+                        calls.add(event["index"])
+                        yield data(self.shapes.call_chunk(event))
                     elif event["event"] == "restart":  # run again from its start: held against what was sent
                         caught = Caught("".join(sent))
                     elif event["event"] == "done":
@@ -290,7 +293,7 @@ class Answer:
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
                     return
-                for line in self.closing(event, "".join(sent)):
+                for line in self.closing(event, "".join(sent), calls):
                     yield line
                 return
         except (StreamLost, *REDIS_DOWN) as exc:  # the client hears why the stream ends, not a cut connection
@@ -336,12 +339,15 @@ class Answer:
             except StopAsyncIteration:
                 return
 
-    def closing(self, done: dict, sent: str) -> list[str]:
+    def closing(self, done: dict, sent: str, calls: set[int] = frozenset()) -> list[str]:
         if done.get("status") == JobStatus.FAILED:
             return [data(openai_api.failure(done, self.wanted)[1]), "data: [DONE]\n\n"]
         output = done.get("output") or ""
         rest = output[len(sent):] if output.startswith(sent) else ""  # tokens an hour-old replay no longer holds
         lines = [data(self.shapes.chunk(rest))] if rest else []
+        for index, call in enumerate(done.get("tool_calls") or []):  # calls the stream did not carry, whole
+            if index not in calls and self.shapes.chat:
+                lines.append(data(self.shapes.call_chunk({"index": index, "id": call["id"], **call["function"]})))
         lines.append(data(self.shapes.chunk(None if self.shapes.chat else "", openai_api.finish_reason(done))))
         if self.wanted.include_usage:
             lines.append(data(self.shapes.usage_chunk(done)))

@@ -18,8 +18,10 @@ from django.utils import timezone
 from clusterpanel.kit.broadcast import broadcast
 from jobs.engine.loaded_model import Engine, EngineError
 from jobs.engine.sequences import Outcome, Work
+from jobs.engine.toolcalls import ToolCalls
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing, stream
+from models_app.llamacpp.chat import ChatError
 from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
@@ -103,13 +105,31 @@ def start(job: Job, engine: Engine) -> Work:
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
     if asked_before_listening(job):
         State.cancels.asked.add(job.pk)
-    prompt, stops, dropped = job_prompt(engine, job, out)
-    job.dropped_messages = dropped
     params = job.params
     # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs read
     # their prompts whole; a conversation on the chat page, or a sampled request, reuses a cached prefix.
     reuse = bool(job.conversation_id) or (params.get("seed") is None and params["temperature"] > 0)
+    if uses_tools(job):
+        try:
+            rendered = engine.tool_prompt(job.messages, params)
+        except ChatError as exc:
+            raise EngineError(f"llama.cpp's chat layer could not render these messages and tools: {exc}") from None
+        on_text = lambda text: out.token(job.pk, text)  # noqa: E731
+        if rendered.syntax is not None:
+            job.tool_reader = ToolCalls(job.pk, rendered.syntax, on_text,
+                                        lambda delta: out.event(job.pk, "tool_call", delta))
+            on_text = job.tool_reader.add
+        return engine.work(job.pk, rendered.tokens, params, on_text, rendered.stops, reuse, rendered)
+    prompt, stops, dropped = job_prompt(engine, job, out)
+    job.dropped_messages = dropped
     return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+
+
+def uses_tools(job: Job) -> bool:
+    """Tools offered, or calls and their results in the history: rendered by llama.cpp's chat layer, which knows
+    how the model's template shows them (llama-cpp-python's formatter does not)."""
+    return not job.is_completion and (bool(job.params.get("tools")) or any(
+        message.get("role") == "tool" or message.get("tool_calls") for message in job.messages))
 
 
 def asked_before_listening(job: Job) -> bool:
@@ -139,6 +159,15 @@ def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[in
 
 
 def outcome_fields(job: Job, outcome: Outcome) -> dict:
+    reader = getattr(job, "tool_reader", None)
+    if reader is not None:  # a tool-using answer: its content and its calls, read in the model's format
+        content, calls = reader.end()
+        reason = "tool_calls" if calls and outcome.finish_reason == "stop" else outcome.finish_reason
+        return {**answer_fields(job, outcome), "output": content, "tool_calls": calls, "finish_reason": reason}
+    return answer_fields(job, outcome)
+
+
+def answer_fields(job: Job, outcome: Outcome) -> dict:
     return {"output": outcome.text, "finish_reason": outcome.finish_reason,
             "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
             "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,

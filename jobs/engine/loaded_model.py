@@ -7,9 +7,13 @@ but itself. Jobs arrive through jobs/tasks.py, which claims them first.
 """
 
 import ctypes
+import json
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from jobs import structured
+from jobs.engine import generic_tools
 from jobs.engine.sequences import Batcher, Outcome, Work
 from models_app.llamacpp import cpucheck, libllama
 from models_app.llamacpp.oneshot import LAYER_PLACED, sequences
@@ -64,12 +68,22 @@ class LogCapture:
         return "".join(self.lines)
 
 
+@dataclass(frozen=True)
+class Rendered:
+    """A chat rendered by llama.cpp's chat layer (`Engine.tool_prompt`)."""
+    tokens: list[int]
+    stops: list[str]
+    grammar: dict | None  # chat.grammar_sampler's spec
+    special: frozenset[int]  # tokens shown as text (the model's call markers)
+    syntax: dict | None  # chat.parse's ({"generic": True}: generic_tools.parse's); None: a plain answer
+
+
 class Engine:
     def __init__(self, model_path: str, endpoints: list[str], n_gpu_layers: int, tensor_split: list[int],
                  ctx: int, expected_devices: list[str], slots: int = 1) -> None:
         self.model_path, self.endpoints, self.ctx, self.slots = model_path, endpoints, ctx, slots
         self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
-        self.llm, self._formatter, self.batcher = None, None, None
+        self.llm, self._formatter, self.batcher, self._templates = None, None, None, None
 
     def load(self, progress: Callable[[float], None]) -> None:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
@@ -131,15 +145,66 @@ class Engine:
                 return tokens, stops, dropped
             dropped += 2 if len(turns) - dropped > 2 else 1
 
+    def templates(self):
+        """llama.cpp's own rendering of the model's template (models_app/llamacpp/chat.py), compiled once: the one
+        that takes tools and says how the model writes a call."""
+        from models_app.llamacpp import chat
+
+        if self._templates is None:
+            self._templates = chat.Templates(self.llm._model.model)
+        return self._templates
+
+    def tool_prompt(self, messages: list[dict], params: dict) -> Rendered:
+        """A chat with tools, or with tool calls and results in its history, rendered as llama-server renders it:
+        the prompt, its stops, the grammar that holds a call to its function's schema (lazy, from the model's
+        call marker on, unless a call is required) and the syntax its answer is parsed with."""
+        functions = json.loads(params["tools"]) if params.get("tools") else []
+        choice = params.get("tool_choice") or ("auto" if functions else "none")
+        if isinstance(choice, dict):  # one named function: the only one offered, and required
+            functions = [f for f in functions if f["function"]["name"] == choice["name"]]
+            choice = "required"
+        parallel = bool(params.get("parallel_tool_calls", True))
+        if not self.templates().caps().get("supports_tool_calls"):
+            return self.generic_tool_prompt(messages, functions, choice, parallel)
+        request = {"messages": messages, "tools": functions or None, "tool_choice": choice,
+                   "parallel_tool_calls": parallel}
+        if params.get("response_format"):
+            request["json_schema"] = json.loads(params["response_format"]["schema"])
+        out = self.templates().apply(request)
+        bos = self.llm._model.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
+        tokens = self.llm.tokenize(out["prompt"].encode(), add_bos=not (bos and out["prompt"].startswith(bos)),
+                                   special=True)
+        grammar = {"grammar": out["grammar"], "kind": "tool_calls", "lazy": out["grammar_lazy"],
+                   "triggers": out["grammar_triggers"], "generation_prompt": out["generation_prompt"]}
+        special = set()
+        for text in out["preserved_tokens"]:
+            found = self.llm.tokenize(text.encode(), add_bos=False, special=True)
+            if len(found) == 1:  # a marker the model writes as one special token: shown, so the parser sees it
+                special.add(found[0])
+        syntax = {"format": out["format"], "parser": out["parser"], "generation_prompt": out["generation_prompt"]}
+        return Rendered(tokens, list(out["additional_stops"]), grammar if out["grammar"] else None,
+                        frozenset(special), syntax)
+
+    def generic_tool_prompt(self, messages: list[dict], functions: list[dict], choice: str,
+                            parallel: bool) -> Rendered:
+        """For a template that shows no tools: jobs/engine/generic_tools.py. With no tools offered, a plain answer
+        (syntax None) after a history shown in words."""
+        tokens, stops = self.chat_prompt(generic_tools.messages(messages, functions, choice, parallel))
+        if not functions or choice == "none":
+            return Rendered(tokens, stops, None, frozenset(), None)
+        grammar = structured.grammar(generic_tools.schema(functions, choice, parallel))
+        return Rendered(tokens, stops, {"grammar": grammar, "kind": "user"}, frozenset(), {"generic": True})
+
     def work(self, key: int, prompt: list[int], params: dict, on_text: Callable[[str], None],
-             stops: list[str] = (), reuse: bool = False) -> Work:
+             stops: list[str] = (), reuse: bool = False, rendered: Rendered | None = None) -> Work:
         """A job for the batcher; ContextExceeded if its prompt leaves no room in a sequence's context."""
         limit = self.ctx - len(prompt)
         if limit <= 0:
             raise ContextExceeded(f"Context length exceeded: the prompt has {len(prompt)} tokens and the "
                                   f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
         return Work(key, prompt, params, [*params.get("stop", []), *stops], on_text,
-                    min(params["max_tokens"], limit), reuse)
+                    min(params["max_tokens"], limit), reuse, rendered and rendered.grammar,
+                    rendered.special if rendered else frozenset())
 
     def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
             cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Outcome:

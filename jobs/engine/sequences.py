@@ -49,6 +49,8 @@ class Work:
     on_text: Callable[[str], None]
     limit: int  # most tokens it may generate (the context's room left)
     reuse: bool = True
+    grammar: dict | None = None  # a chat layer's grammar (tool calls: models_app/llamacpp/chat.grammar_sampler)
+    special: frozenset[int] = frozenset()  # special tokens shown as text (a model's tool-call markers)
 
 
 @dataclass
@@ -110,7 +112,7 @@ class Batcher:
             self.api.llama_memory_seq_rm(self.memory, seq.seq_id, reused, -1)
             del seq.cached[reused:]
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
-        seq.sampler = self._sampler(work.params)
+        seq.sampler = self._sampler(work)
         seq.out = TextOut(work.stops)
         seq.outcome = Outcome(prompt_tokens=len(work.prompt), reused_tokens=reused)
         seq.started = time.monotonic()
@@ -131,14 +133,17 @@ class Batcher:
         busy = {seq.seq_id for seq in self.sequences if seq.work is not None}
         return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
 
-    def _sampler(self, params: dict):
+    def _sampler(self, work: Work):
         """The chain llama-cpp-python's `_init_sampler` builds for these parameters."""
         from llama_cpp import _internals
 
+        params = work.params
         chain = _internals.LlamaSampler()
         chain.add_penalties(self.llm.n_vocab(), LAST_N, params["repeat_penalty"], 0.0, 0.0)
-        if params.get("response_format"):  # where llama-cpp-python puts a grammar: before any choosing
-            self._constrain(chain, params["response_format"]["schema"])
+        if work.grammar:  # where llama-cpp-python puts a grammar: before any choosing
+            self._constrain(chain, work.grammar)
+        elif params.get("response_format"):
+            self._constrain(chain, {"grammar": structured.grammar_of(params["response_format"]["schema"])})
         temperature = params["temperature"]
         if temperature == 0.0:
             chain.add_greedy()
@@ -152,10 +157,10 @@ class Batcher:
             chain.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4)))
         return chain
 
-    def _constrain(self, chain, schema: str) -> None:
+    def _constrain(self, chain, spec: dict) -> None:
         from models_app.llamacpp import chat
 
-        made = chat.grammar_sampler(self.llm._model.model, {"grammar": structured.grammar_of(schema)})
+        made = chat.grammar_sampler(self.llm._model.model, spec)
         self.api.llama_sampler_chain_add(chain.sampler, ctypes.cast(made, self.api.llama_sampler_p_ctypes))
 
     def step(self) -> list[tuple[int, Outcome]]:
@@ -218,19 +223,19 @@ class Batcher:
         seq.last = token
         outcome.completion_tokens += 1
         self.generated += 1
-        self._give(seq, seq.out.add(self._piece(token)))
+        self._give(seq, seq.out.add(self._piece(token, token in work.special)))
         if seq.out.stopped:
             return self._end(seq, "stop", finished=True)
         if outcome.completion_tokens >= work.limit:
             return self._end(seq, "length")
         return False
 
-    def _piece(self, token: int) -> bytes:
+    def _piece(self, token: int, special: bool = False) -> bytes:
         buffer = ctypes.create_string_buffer(64)
-        size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
+        size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
         if size < 0:  # a longer piece: ask again with room for it
             buffer = ctypes.create_string_buffer(-size)
-            size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, False)
+            size = self.api.llama_token_to_piece(self.vocab, token, buffer, len(buffer), 0, special)
         return buffer.raw[:size]
 
     def _give(self, seq: Sequence, pieces: list[str]) -> None:

@@ -29,6 +29,7 @@ def _lib() -> ctypes.CDLL:
         raise ChatError(f"{path} is missing: run `make setup` to build llama.cpp's chat layer.")
     lib = ctypes.CDLL(str(path))
     answers = {"cp_schema_grammar": [ctypes.c_char_p], "cp_apply": [ctypes.c_void_p, ctypes.c_char_p],
+               "cp_caps": [ctypes.c_void_p],
                "cp_parse": [ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p]}
     for name, argtypes in answers.items():
         function = getattr(lib, name)
@@ -89,6 +90,10 @@ class Templates:
         self.pointer = _lib().cp_templates(model, override.encode())
         if not self.pointer:
             raise ChatError("llama.cpp could not compile this model's chat template.")
+
+    def caps(self) -> dict:
+        """What the template can show: supports_tools, supports_tool_calls, supports_system_role, ..."""
+        return _answer(_lib().cp_caps(self.pointer))
 
     def apply(self, request: dict) -> dict:
         return _answer(_lib().cp_apply(self.pointer, _json(request)))

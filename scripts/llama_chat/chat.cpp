@@ -73,6 +73,19 @@ void cp_templates_free(void * templates) {
     common_chat_templates_free(static_cast<common_chat_templates *>(templates));
 }
 
+// What the template can show: {"supports_tools": bool, "supports_tool_calls": bool, ...}.
+char * cp_caps(void * templates) {
+    try {
+        common_json answer = common_json::object();
+        for (const auto & [name, value] : common_chat_templates_get_caps(static_cast<common_chat_templates *>(templates))) {
+            answer[name] = value;
+        }
+        return give(answer.dump());
+    } catch (const std::exception & e) {
+        return refuse(e.what());
+    }
+}
+
 // The prompt and what generation needs for a chat: `request` holds OpenAI's messages, tools, tool_choice
 // ("auto", "none", "required"), parallel_tool_calls and json_schema. The answer: prompt, grammar, grammar_lazy,
 // grammar_triggers [{type, value, token}], preserved_tokens, additional_stops, generation_prompt, format and

@@ -5,19 +5,16 @@ ones among them, are refused in words naming response_format before anything is 
 goes on serving."""
 
 import json
-import threading
 
 import jsonschema
 import openai
 import pytest
 import requests
-from django.db import connection
 from pydantic import BaseModel, Field
 
 from clusterpanel.accounts.models import ApiToken
-from jobs.engine import loop
-from jobs.models import Job, JobStatus
-from tests.jobs.conftest import engine_child_here, head_deployment
+from jobs.models import Job
+from tests.jobs.api.conftest import client_for
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -34,35 +31,6 @@ class Person(BaseModel):
     hobbies: list[str] = Field(max_length=3)
 
 
-@pytest.fixture
-def on_the_head(transactional_db, monkeypatch):
-    """The bundled model on the head, its engine's loop taking each job as it is queued."""
-    deployment = head_deployment(slots=2)
-    with engine_child_here(deployment, monkeypatch):
-        stop = threading.Event()
-
-        def serve() -> None:
-            try:
-                while not stop.is_set():
-                    waiting = Job.objects.filter(status=JobStatus.QUEUED).values_list("pk", flat=True).first()
-                    if waiting:
-                        loop.run(waiting)
-                    else:
-                        stop.wait(0.05)
-            finally:
-                connection.close()
-
-        server = threading.Thread(target=serve, daemon=True)
-        server.start()
-        yield deployment
-        stop.set()
-        server.join(timeout=60)
-
-
-def client_for(web_server: str, user) -> openai.OpenAI:
-    return openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(user, "client")[1], max_retries=0)
-
-
 def test_parse_fills_a_nested_pydantic_model(on_the_head, web_server, bob):
     done = client_for(web_server, bob).chat.completions.parse(
         model=on_the_head.model.name, messages=[{"role": "user", "content": "Describe a person who lives in Paris."}],
@@ -74,7 +42,8 @@ def test_parse_fills_a_nested_pydantic_model(on_the_head, web_server, bob):
 
 def test_json_object_gives_one_json_object(on_the_head, web_server, bob):
     done = client_for(web_server, bob).chat.completions.create(
-        model=on_the_head.model.name, messages=[{"role": "user", "content": "Tell me about the moon in JSON."}],
+        model=on_the_head.model.name,
+        messages=[{"role": "user", "content": 'Answer in JSON: {"name": "<your name>"}.'}],
         response_format={"type": "json_object"}, max_tokens=300, temperature=0)
     assert done.choices[0].finish_reason == "stop"
     assert isinstance(json.loads(done.choices[0].message.content), dict), done.choices[0].message.content

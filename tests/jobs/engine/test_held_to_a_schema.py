@@ -82,7 +82,8 @@ def test_every_answer_to_a_schema_ends_by_itself_and_validates_or_the_schema_is_
 
 
 def test_a_json_object_answer_is_one_object(engine):
-    text, reason = answer(engine, structured.response_format({"type": "json_object"}), "Say hello.")
+    text, reason = answer(engine, structured.response_format({"type": "json_object"}),
+                          'Answer in JSON: {"name": "<your name>"}.')
     assert reason == "stop" and isinstance(json.loads(text), dict), text
 
 

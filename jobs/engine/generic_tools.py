@@ -1,0 +1,72 @@
+"""Tools for a model whose chat template has none (the bundled SmolLM2's, many small models'): llama.cpp's chat
+layer then drops the tools and answers in words, and a client that required a call would get none. Here, as
+llama.cpp's former "generic" format did, the tools are described in the system prompt and the answer is JSON held
+by a grammar: {"tool_calls": [{"name", "arguments"}, ...]} or, where a call is not required, {"response": text}.
+A required call therefore always comes back well formed, its arguments valid for its function's schema.
+"""
+
+import json
+
+PROMPT = ("You can call these tools (JSON schemas of their arguments):\n{tools}\n\n"
+          "Answer with one JSON object: {{\"tool_calls\": [{{\"name\": <tool name>, \"arguments\": {{...}}}}]}} "
+          "to call {how}{words}.")
+
+
+def schema(functions: list[dict], choice: str, parallel: bool) -> dict:
+    """The JSON schema an answer is held to: calls of `functions`, or (choice "auto") a response in words."""
+    call = {"anyOf": [{"type": "object", "properties": {"name": {"const": f["function"]["name"]},
+                                                         "arguments": f["function"]["parameters"]},
+                       "required": ["name", "arguments"], "additionalProperties": False} for f in functions]}
+    calls = {"type": "object", "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
+                                                             **({} if parallel else {"maxItems": 1})}},
+             "required": ["tool_calls"], "additionalProperties": False}
+    if choice != "auto":
+        return calls
+    words = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
+             "additionalProperties": False}
+    return {"anyOf": [calls, words]}
+
+
+def messages(history: list[dict], functions: list[dict], choice: str, parallel: bool) -> list[dict]:
+    """The conversation as a template without tools can show it: the tools in the system prompt, the assistant's
+    calls as the JSON it would have answered, and each tool's result as a user message."""
+    described = json.dumps([{"name": f["function"]["name"], "description": f["function"].get("description", ""),
+                             "parameters": f["function"]["parameters"]} for f in functions], ensure_ascii=False)
+    how = "one or more tools" if parallel else "one tool"
+    words = ", or {\"response\": <your answer>} to answer in words" if choice == "auto" else ""
+    note = PROMPT.format(tools=described, how=how, words=words) if functions else ""
+    shown: list[dict] = []
+    for message in history:
+        if message.get("tool_calls"):
+            calls = [{"name": c["function"]["name"], "arguments": arguments(c["function"]["arguments"])}
+                     for c in message["tool_calls"]]
+            shown.append({"role": "assistant", "content": json.dumps({"tool_calls": calls}, ensure_ascii=False)})
+        elif message["role"] == "tool":
+            result = f"Result of tool call {message['tool_call_id']}: {message['content']}"
+            if shown and shown[-1]["role"] == "user":  # several results: one message, so roles still alternate
+                shown[-1] = {"role": "user", "content": shown[-1]["content"] + "\n" + result}
+            else:
+                shown.append({"role": "user", "content": result})
+        else:
+            shown.append({"role": message["role"], "content": message["content"]})
+    if note and shown and shown[0]["role"] == "system":
+        shown[0] = {"role": "system", "content": shown[0]["content"] + "\n\n" + note}
+    elif note:
+        shown.insert(0, {"role": "system", "content": note})
+    return shown
+
+
+def arguments(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def parse(text: str) -> dict:
+    """The answer read: content and tool_calls as llama.cpp's parser gives them (arguments as JSON text)."""
+    found = json.loads(text)
+    if "tool_calls" in found:
+        return {"content": "", "tool_calls": [{"name": call["name"], "id": "", "arguments": json.dumps(
+            call["arguments"], ensure_ascii=False)} for call in found["tool_calls"]]}
+    return {"content": found.get("response", ""), "tool_calls": []}
