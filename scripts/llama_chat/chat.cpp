@@ -106,6 +106,7 @@ char * cp_apply(void * templates, const char * request) {
         inputs.use_jinja = true;
         inputs.add_generation_prompt = true;
         inputs.enable_thinking = body.value("enable_thinking", false);
+        inputs.reasoning_format = COMMON_REASONING_FORMAT_AUTO;  // llama-server's default: thinking kept apart
         common_chat_params out = common_chat_templates_apply(static_cast<common_chat_templates *>(templates), inputs);
 
         common_json triggers = common_json::array();
@@ -205,6 +206,7 @@ char * cp_parse(const char * text, int partial, const char * syntax) {
         params.format = static_cast<common_chat_format>(given.value("format", 0));
         params.generation_prompt = given.value("generation_prompt", std::string());
         params.parse_tool_calls = given.value("parse_tool_calls", true);
+        params.reasoning_format = COMMON_REASONING_FORMAT_AUTO;
         const std::string parser = given.value("parser", std::string());
         if (!parser.empty()) {
             params.parser.load(parser);
