@@ -128,6 +128,8 @@ class Job(models.Model):
     output = models.TextField(blank=True)
     # The calls a tool-using answer made, in OpenAI's shape (jobs/engine/toolcalls.py); `output` is its content.
     tool_calls = models.JSONField(default=list, blank=True)
+    # Asked for (`logprobs`): each answer token's log probability and its likeliest others (jobs/engine/logprobs.py).
+    logprobs = models.JSONField(null=True, blank=True)
     finish_reason = models.CharField(max_length=20, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -197,7 +199,8 @@ class Job(models.Model):
 
     def summary(self) -> dict:
         return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,
-                "output": self.output, "tool_calls": self.tool_calls, "finish_reason": self.finish_reason,
+                "output": self.output, "tool_calls": self.tool_calls, "logprobs": self.logprobs,
+                "finish_reason": self.finish_reason,
                 "deployment": self.deployment_id,
                 "retry": getattr(self, "retry", None) and self.retry.pk, "timings": self.timings(),
                 "dropped_messages": self.dropped_messages}

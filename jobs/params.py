@@ -27,6 +27,7 @@ class Params:
     tools: str | None = None  # the checked functions as JSON text (jobs/tools.py): their schemas' order kept
     tool_choice: str | dict | None = None
     parallel_tool_calls: bool | None = None
+    logprobs: int | None = None  # each token's log probability and this many likeliest others (0 to 20)
 
     def as_dict(self) -> dict:
         values = asdict(self)
@@ -36,7 +37,8 @@ class Params:
         return values
 
 
-OPTIONAL = ("response_format", "tools", "tool_choice", "parallel_tool_calls")
+OPTIONAL = ("response_format", "tools", "tool_choice", "parallel_tool_calls", "logprobs")
+MAX_TOP_LOGPROBS = 20
 
 
 LIMITS = {  # name: (type, lowest, highest)
@@ -119,6 +121,8 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
 
         values["response_format"] = structured.response_format(raw["response_format"])
     values.update(tool_params(raw))
+    if raw.get("logprobs") is not None:
+        values["logprobs"] = number("logprobs", raw["logprobs"], int, 0, MAX_TOP_LOGPROBS)
     return Params(**values)
 
 

@@ -17,7 +17,7 @@ from jobs.models import STOPPED, JobKind
 
 EXCEEDED = re.compile(r"the prompt has (\d+) tokens and the deployment's context is (\d+)")
 FLOATS = ("temperature", "top_p", "repeat_penalty", "frequency_penalty", "presence_penalty")
-INTEGERS = ("top_k", "max_tokens", "max_completion_tokens", "seed", "n")
+INTEGERS = ("top_k", "max_tokens", "max_completion_tokens", "seed", "n", "top_logprobs")
 PASSED_ON = ("temperature", "top_p", "top_k", "seed", "stop", "repeat_penalty", "response_format", "tools",
              "tool_choice", "parallel_tool_calls")
 
@@ -54,8 +54,23 @@ def parse(body: dict, kind: str) -> Request:
         if body.get(name) is not None:
             request.generation["max_tokens"], request.renamed["max_tokens"] = body[name], name
             break
+    logprobs(body, request)
     generation_params(request, None)  # bad input is refused before a deployment is looked for (none may be ready)
     return request
+
+
+def logprobs(body: dict, request: Request) -> None:
+    """Chat: `logprobs` true, `top_logprobs` 0-20 others; completions: `logprobs` the number of others (0-5 at
+    OpenAI, 20 here). Either way the job's `logprobs` param is how many others."""
+    if request.kind == JobKind.CHAT:
+        wanted, top = flag(body, "logprobs"), body.get("top_logprobs")
+        if top is not None and not wanted:
+            raise InputError("top_logprobs needs logprobs set to true.", "top_logprobs")
+        if wanted:
+            request.generation["logprobs"] = 0 if top is None else top
+            request.renamed["logprobs"] = "top_logprobs"
+    elif body.get("logprobs") is not None:
+        request.generation["logprobs"] = body["logprobs"]
 
 
 def typed(body: dict, name: str) -> None:
@@ -141,17 +156,30 @@ class Shapes:
         text, reason, calls = done.get("output") or "", finish_reason(done), done.get("tool_calls") or []
         message = {"role": "assistant", "content": text or None, "tool_calls": calls} if calls else \
             {"role": "assistant", "content": text}
-        choice = ({"index": 0, "message": message, "logprobs": None, "finish_reason": reason} if self.chat else
-                  {"index": 0, "text": text, "logprobs": None, "finish_reason": reason})
+        found = self.logprobs(done.get("logprobs"))
+        choice = ({"index": 0, "message": message, "logprobs": found, "finish_reason": reason} if self.chat else
+                  {"index": 0, "text": text, "logprobs": found, "finish_reason": reason})
         return {**self.base, "object": "chat.completion" if self.chat else "text_completion",
                 "choices": [choice], "usage": usage(done)}
 
-    def chunk(self, text: str | None = None, reason: str | None = None, role: bool = False) -> dict:
+    def logprobs(self, entries: list[dict] | None) -> dict | None:
+        """OpenAI's logprobs object for these tokens' entries: chat's `content` list, or completions' columns."""
+        if entries is None:
+            return None
+        if self.chat:
+            return {"content": entries, "refusal": None}
+        return {"tokens": [e["token"] for e in entries], "token_logprobs": [e["logprob"] for e in entries],
+                "top_logprobs": [{t["token"]: t["logprob"] for t in e["top_logprobs"]} for e in entries],
+                "text_offset": offsets(entries)}
+
+    def chunk(self, text: str | None = None, reason: str | None = None, role: bool = False,
+              entries: list[dict] | None = None) -> dict:
+        found = self.logprobs(entries) if entries else None
         if self.chat:
             delta = {"role": "assistant", "content": ""} if role else {} if text is None else {"content": text}
-            choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "delta": delta, "logprobs": found, "finish_reason": reason}
         else:
-            choice = {"index": 0, "text": text or "", "logprobs": None, "finish_reason": reason}
+            choice = {"index": 0, "text": text or "", "logprobs": found, "finish_reason": reason}
         return {**self.base, "object": "chat.completion.chunk" if self.chat else "text_completion",
                 "choices": [choice]}
 
@@ -170,3 +198,12 @@ class Shapes:
     def usage_chunk(self, done: dict) -> dict:
         return {**self.base, "object": "chat.completion.chunk" if self.chat else "text_completion",
                 "choices": [], "usage": usage(done)}
+
+
+def offsets(entries: list[dict]) -> list[int]:
+    """Where each token's text starts in the answer, in characters (completions' text_offset)."""
+    at, found = 0, []
+    for entry in entries:
+        found.append(at)
+        at += len(bytes(entry["bytes"]).decode("utf-8", errors="ignore"))
+    return found

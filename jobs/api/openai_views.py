@@ -257,7 +257,7 @@ class Answer:
         await sync_to_async(cancel_unfinished)(self.job.pk)
 
     async def sse(self, waits: str | None) -> AsyncIterator[str]:
-        sent, calls = [], set()  # the text and the tool calls (by index) the client was sent
+        sent, calls, entries = [], set(), []  # the text and tool calls (by index) sent; logprobs not yet sent
         try:
             if waits:
                 async for line in self.keep_alive(waits):
@@ -273,7 +273,10 @@ class Answer:
                             break
                         if text:
                             sent.append(text)
-                            yield data(self.shapes.chunk(text))
+                            yield data(self.shapes.chunk(text, entries=entries))
+                            entries = []
+                    elif event["event"] == "logprob":
+                        entries.append({key: event[key] for key in ("token", "logprob", "bytes", "top_logprobs")})
                     elif event["event"] == "tool_call" and self.shapes.chat:
                         calls.add(event["index"])
                         yield data(self.shapes.call_chunk(event))
@@ -293,7 +296,7 @@ class Answer:
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
                     return
-                for line in self.closing(event, "".join(sent), calls):
+                for line in self.closing(event, "".join(sent), calls, entries):
                     yield line
                 return
         except (StreamLost, *REDIS_DOWN) as exc:  # the client hears why the stream ends, not a cut connection
@@ -339,12 +342,12 @@ class Answer:
             except StopAsyncIteration:
                 return
 
-    def closing(self, done: dict, sent: str, calls: set[int] = frozenset()) -> list[str]:
+    def closing(self, done: dict, sent: str, calls: set[int] = frozenset(), entries: list[dict] = ()) -> list[str]:
         if done.get("status") == JobStatus.FAILED:
             return [data(openai_api.failure(done, self.wanted)[1]), "data: [DONE]\n\n"]
         output = done.get("output") or ""
         rest = output[len(sent):] if output.startswith(sent) else ""  # tokens an hour-old replay no longer holds
-        lines = [data(self.shapes.chunk(rest))] if rest else []
+        lines = [data(self.shapes.chunk(rest, entries=list(entries)))] if rest or entries else []
         for index, call in enumerate(done.get("tool_calls") or []):  # calls the stream did not carry, whole
             if index not in calls and self.shapes.chat:
                 lines.append(data(self.shapes.call_chunk({"index": index, "id": call["id"], **call["function"]})))

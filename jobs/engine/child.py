@@ -98,6 +98,14 @@ def set_engine(deployment: Deployment, **fields) -> None:
 
 def start(job: Job, engine: Engine) -> Work:
     """Tell listeners the claimed job runs; its work for the batcher (EngineError if it cannot run)."""
+    work = prepared(job, engine)
+    if job.params.get("logprobs") is not None:
+        work.logprobs = job.params["logprobs"]
+        work.on_logprob = lambda found: State.out.event(job.pk, "logprob", found)
+    return work
+
+
+def prepared(job: Job, engine: Engine) -> Work:
     if job.batch_id:
         broadcast(f"batch_{job.batch_id}", "batch.progress", {"job": job.pk, "status": JobStatus.RUNNING})
     out = State.out
@@ -168,7 +176,7 @@ def outcome_fields(job: Job, outcome: Outcome) -> dict:
 
 
 def answer_fields(job: Job, outcome: Outcome) -> dict:
-    return {"output": outcome.text, "finish_reason": outcome.finish_reason,
+    return {"output": outcome.text, "finish_reason": outcome.finish_reason, "logprobs": outcome.logprobs,
             "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
             "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,
             "cached_tokens": outcome.reused_tokens,

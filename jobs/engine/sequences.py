@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jobs import structured
+from jobs.engine import logprobs
 from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
@@ -51,6 +52,8 @@ class Work:
     reuse: bool = True
     grammar: dict | None = None  # a chat layer's grammar (tool calls: models_app/llamacpp/chat.grammar_sampler)
     special: frozenset[int] = frozenset()  # special tokens shown as text (a model's tool-call markers)
+    logprobs: int | None = None  # None: none; else how many likeliest others each token's entry lists
+    on_logprob: Callable[[dict], None] | None = None
 
 
 @dataclass
@@ -64,6 +67,7 @@ class Outcome:
     first_token_at: float | None = None  # time.time()
     cancelled: bool = False
     pieces: list[str] = field(default_factory=list)
+    logprobs: list[dict] | None = None  # one entry a token (jobs/engine/logprobs.py), when asked
 
 
 @dataclass
@@ -223,12 +227,24 @@ class Batcher:
         seq.last = token
         outcome.completion_tokens += 1
         self.generated += 1
+        if work.logprobs is not None:
+            self._logprob(seq, row, token)
         self._give(seq, seq.out.add(self._piece(token, token in work.special)))
         if seq.out.stopped:
             return self._end(seq, "stop", finished=True)
         if outcome.completion_tokens >= work.limit:
             return self._end(seq, "length")
         return False
+
+    def _logprob(self, seq: Sequence, row: int, token: int) -> None:
+        work = seq.work
+        found = logprobs.entry(self.api, self.ctx, row, self.llm.n_vocab(), token, work.params["temperature"],
+                               work.logprobs, lambda other: self._piece(other, other in work.special))
+        if seq.outcome.logprobs is None:
+            seq.outcome.logprobs = []
+        seq.outcome.logprobs.append(found)
+        if work.on_logprob:
+            work.on_logprob(found)
 
     def _piece(self, token: int, special: bool = False) -> bytes:
         buffer = ctypes.create_string_buffer(64)
