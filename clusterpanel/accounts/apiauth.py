@@ -27,10 +27,11 @@ class Forbidden(Unauthorized):
 
 @sensitive_variables("header", "key")  # stars in a production error report (mailed or logged; DEBUG shows all)
 def bearer(request: HttpRequest) -> str | None:
-    """The token from `Authorization: Bearer <token>`; "" when the header is there but malformed."""
+    """The token from `Authorization: Bearer <token>` (or Anthropic's `x-api-key: <token>`, which its SDK and
+    Claude Code send); "" when the header is there but malformed."""
     header = request.headers.get("Authorization")
     if header is None:
-        return None
+        return request.headers.get("x-api-key")
     scheme, _, key = header.partition(" ")
     return key.strip() if scheme.lower() == "bearer" else ""
 
