@@ -33,6 +33,7 @@ urlpatterns = [
     path("users/<int:pk>/enable/", user_views.enable, name="user-enable"),
     path("api/", include((api.urlpatterns(), "api"), namespace="api")),
     path("v1/", include("jobs.api.openai_urls")),
+    path("ollama/", include("jobs.api.ollama_urls")),
     path("account/password/", auth_views.PasswordChangeView.as_view(success_url="/"), name="password_change"),
     # One login page for everything, the admin site included.
     path("admin/login/", views.admin_login, name="admin-login"),
