@@ -3,7 +3,7 @@ OpenAI's error shape, a path that names nothing too."""
 
 from django.urls import path, re_path
 
-from jobs.api import anthropic_views, openai_batches, openai_views
+from jobs.api import anthropic_views, openai_batches, openai_views, responses_views
 
 urlpatterns = [
     path("models", openai_views.models, name="openai-models"),
@@ -15,6 +15,8 @@ urlpatterns = [
     path("batches", openai_batches.batch_list, name="openai-batches"),
     path("batches/<str:batch_id>", openai_batches.batch_detail, name="openai-batch"),
     path("batches/<str:batch_id>/cancel", openai_batches.batch_cancel, name="openai-batch-cancel"),
+    path("responses", responses_views.responses, name="openai-responses"),
+    path("responses/<str:response_id>", responses_views.response_detail, name="openai-response"),
     path("messages", anthropic_views.messages, name="anthropic-messages"),
     path("messages/count_tokens", anthropic_views.count_tokens, name="anthropic-count-tokens"),
     re_path(r"^(?P<rest>[\s\S]*)$", openai_views.no_such_path, name="openai-unknown"),  # last: what matched nothing

@@ -66,7 +66,7 @@ def no_such_path(request: HttpRequest, rest: str = "") -> JsonResponse:
     """Any path under /v1/ that names no operation: OpenAI's 404 for an unknown URL (Django's is a page)."""
     hint = f" Paths under /v1/ end without a slash: {request.path.rstrip('/')}?" if rest.endswith("/") else ""
     return failed(404, f"Invalid URL ({request.method} {request.path}): the panel's OpenAI-compatible API has "
-                       f"models, chat/completions, completions, files, batches and (Anthropic's) messages "
+                       f"models, chat/completions, completions, responses, files, batches and (Anthropic's) messages "
                        f"(docs/api.md).{hint}")
 
 
