@@ -25,7 +25,6 @@ from jobs.models import Conversation
 from models_app.models import Upload
 from nodes.models import Node
 from tests.jobs.conftest import bearer
-from tests.services import redis_down
 
 pytestmark = pytest.mark.timeout(600)
 EXAMPLES = settings(max_examples=100, deadline=None, derandomize=True, database=None,
@@ -193,11 +192,6 @@ def anonymous() -> Client:
     return client_of(None)
 
 
-@pytest.fixture
-def token(bob) -> dict:
-    return bearer(bob)
-
-
 def post_json(client: Client, url: str, raw: bytes, **headers):
     return client.post(url, raw, content_type="application/json", **headers)
 
@@ -209,8 +203,12 @@ MESSAGE = {"role": "user", "content": "Hi"}
 MESSAGES = st.one_of(st.just(HI), st.just(HI), st.lists(body_of(MESSAGE), min_size=1, max_size=3), HOSTILE)
 API_JOB = body_of({"kind": st.sampled_from(["chat", "completion"]), "messages": MESSAGES, "prompt": "Once",
                    "params": good_or_one_bad(PARAMS), "deployment": READY})
+TOOL = {"type": "function", "function": {"name": "get_weather", "parameters": {
+    "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}
 OPENAI = {**PARAMS, "model": "tiny", "max_completion_tokens": 8, "n": 1, "stream": False,
-          "stream_options": {"include_usage": True}, "frequency_penalty": 0, "presence_penalty": 0}
+          "stream_options": {"include_usage": True}, "frequency_penalty": 0, "presence_penalty": 0,
+          "response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "object"}}},
+          "tools": [TOOL], "tool_choice": "auto", "parallel_tool_calls": True, "logprobs": True, "top_logprobs": 2}
 
 # ---- the REST API ----
 
@@ -239,13 +237,6 @@ def test_it_answers_api_job_ids_in_shape(ready, token, pk, cancel):
 
 
 # ---- the OpenAI API ----
-
-
-@pytest.fixture
-def no_redis(ready, settings):
-    settings.REDIS_OUTAGE_S = 1
-    with redis_down():
-        yield
 
 
 @EXAMPLES

@@ -1,0 +1,59 @@
+"""The clients agents are built with, unchanged, against /v1: langchain-openai's bind_tools (each tool_choice a
+call comes back for) and with_structured_output (a pydantic model filled), and the openai-agents SDK's agent over
+the Responses API calling a Python function tool and answering with its result."""
+
+import pytest
+from pydantic import BaseModel, Field
+
+from clusterpanel.accounts.models import ApiToken
+
+pytestmark = pytest.mark.timeout(300)
+
+
+class City(BaseModel):
+    name: str = Field(max_length=30)
+    country: str = Field(max_length=30)
+
+
+def get_weather(city: str) -> str:
+    """The weather now in a city."""
+    return f"21 C and clear in {city}"
+
+
+@pytest.fixture
+def chat_model(on_the_head, web_server, bob):
+    from langchain_openai import ChatOpenAI
+
+    return ChatOpenAI(model=on_the_head.model.name, base_url=f"{web_server}/v1", temperature=0, max_tokens=200,
+                      api_key=ApiToken.issue(bob, "langchain")[1], max_retries=0)
+
+
+def test_langchain_bind_tools_and_structured_output(chat_model):
+    called = chat_model.bind_tools([get_weather], tool_choice="get_weather").invoke("Weather in Paris?")
+    assert [call["name"] for call in called.tool_calls] == ["get_weather"]
+    assert isinstance(called.tool_calls[0]["args"]["city"], str)
+    city = chat_model.with_structured_output(City, method="json_schema").invoke("Name a city in France.")
+    assert isinstance(city, City) and city.name
+
+
+def test_an_openai_agents_agent_calls_a_python_tool_and_answers_with_its_result(on_the_head, web_server, bob):
+    from agents import Agent, ModelSettings, OpenAIResponsesModel, RunConfig, Runner, function_tool
+    from openai import AsyncOpenAI
+
+    seen = []
+
+    @function_tool
+    def weather(city: str) -> str:
+        """The weather now in a city."""
+        seen.append(city)
+        return f"21 C and clear in {city}"
+
+    client = AsyncOpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "agents")[1], max_retries=0)
+    agent = Agent(name="forecaster", instructions="Answer with the weather the tool gives.", tools=[weather],
+                  model=OpenAIResponsesModel(model=on_the_head.model.name, openai_client=client),
+                  model_settings=ModelSettings(temperature=0, max_tokens=200, tool_choice="required"),
+                  reset_tool_choice=True)
+    result = Runner.run_sync(agent, "What is the weather in Paris?", max_turns=4,
+                             run_config=RunConfig(tracing_disabled=True))
+    assert seen and isinstance(seen[0], str), "the agent ran the Python tool"
+    assert result.final_output, "and answered after its result"
