@@ -207,10 +207,10 @@ class Engine:
                     rendered.special if rendered else frozenset())
 
     def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
-            cancelled: Callable[[], bool], extra_stops: list[str] = ()) -> Outcome:
+            cancelled: Callable[[], bool], extra_stops: list[str] = (), rendered: Rendered | None = None) -> Outcome:
         """One job alone, to its end: for benchmarks and one-off uses (the engine worker batches:
         jobs/engine/child.py)."""
-        outcome = self.batcher.add(self.work(0, prompt, params, on_token, extra_stops))
+        outcome = self.batcher.add(self.work(0, prompt, params, on_token, extra_stops, rendered=rendered))
         (seq,) = self.batcher.busy
         while seq.work is not None:
             self.batcher.step()

@@ -1,7 +1,8 @@
 """Answers held to a JSON schema by a grammar (jobs/structured.py, the sequence's sampler chain): the bundled model
 on the head, loaded once. A fuzz of schemas: each is refused in words before anything runs, or its answer ends
-by itself and validates. And the same-answer promise holds with a grammar: a greedy answer held to a schema is
-the same alone and beside three others."""
+by itself and validates; and of tool lists: a required (or named) call always comes back, one call whose
+arguments validate against its function's schema. And the same-answer promise holds with a grammar: a greedy
+answer held to a schema is the same alone and beside three others."""
 
 import json
 
@@ -103,3 +104,33 @@ def test_a_greedy_answer_held_to_a_schema_is_the_same_alone_and_beside_others(en
         batcher.step()
     assert outcomes[0].text == alone and len([o for o in outcomes if o.text]) == 4, [o.text for o in outcomes]
     assert json.loads(alone)["city"]
+
+
+TOOL_NAMES = st.sampled_from(["get_weather", "find_city", "add", "lookup", "send_mail"])
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@given(functions=st.lists(st.tuples(TOOL_NAMES, objects(leaf())), min_size=1, max_size=3,
+                          unique_by=lambda tool: tool[0]),
+       choice=st.sampled_from(["required", "named"]))
+def test_a_required_call_always_comes_back_with_arguments_that_validate(engine, functions, choice):
+    from jobs import tools
+    from jobs.engine.toolcalls import ToolCalls
+
+    offered = [{"type": "function", "function": {"name": name, "parameters": schema}} for name, schema in functions]
+    try:
+        checked = tools.tools(offered)
+    except ParamError as exc:
+        assert exc.param.startswith("tools") and "tools" in str(exc), str(exc)
+        return
+    wanted = {"name": functions[-1][0]} if choice == "named" else "required"
+    params = {**GREEDY, "max_tokens": 300, "tools": json.dumps(checked), "tool_choice": wanted,
+              "parallel_tool_calls": False}
+    rendered = engine.tool_prompt([{"role": "user", "content": "Use a tool."}], params)
+    reader = ToolCalls(1, rendered.syntax, lambda text: None, lambda delta: None)
+    outcome = engine.run(rendered.tokens, params, reader.add, lambda: False, rendered.stops, rendered=rendered)
+    _, calls = reader.end()
+    assert outcome.finish_reason == "stop" and len(calls) == 1, (outcome.text, functions)
+    schemas = dict(functions)
+    assert choice != "named" or calls[0]["function"]["name"] == functions[-1][0]
+    jsonschema.validate(json.loads(calls[0]["function"]["arguments"]), schemas[calls[0]["function"]["name"]])
