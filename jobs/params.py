@@ -7,11 +7,8 @@ ever lets a request reach the engine with a value llama.cpp would choke on.
 import json
 from dataclasses import asdict, dataclass, field
 
-
-class ParamError(ValueError):
-    def __init__(self, message: str, param: str | None = None) -> None:
-        super().__init__(message)
-        self.param = param  # the field at fault, for APIs that name it
+from jobs import structured, tools
+from jobs.param_error import ParamError  # raised here; the pages and APIs import it from here too
 
 
 @dataclass(frozen=True)
@@ -117,8 +114,6 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
             values[name] = number(name, raw[name], kind, low, high)
     values["stop"] = stops(raw.get("stop"))
     if raw.get("response_format") is not None:
-        from jobs import structured  # it imports ParamError from here
-
         values["response_format"] = structured.response_format(raw["response_format"])
     values.update(tool_params(raw))
     if raw.get("logprobs") is not None:
@@ -129,8 +124,6 @@ def validate(raw: dict | None, max_tokens_limit: int | None = None) -> Params:
 def tool_params(raw: dict) -> dict:
     if raw.get("tools") in (None, []) and raw.get("tool_choice") in (None, "none", "auto"):
         return {}  # a client that sends no tools (or says none) gets a plain answer, as before
-    from jobs import tools  # it imports ParamError from here
-
     checked = tools.tools(raw.get("tools"))
     parallel = raw.get("parallel_tool_calls")
     if parallel is not None and not isinstance(parallel, bool):

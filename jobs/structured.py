@@ -10,7 +10,7 @@ import functools
 import json
 import re
 
-from jobs.params import ParamError
+from jobs.param_error import ParamError
 
 PARAM = "response_format"
 MAX_SCHEMA_CHARS = 100_000  # the schema as JSON; OpenAI's own limits are far below (5,000 properties at most)

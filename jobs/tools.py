@@ -8,7 +8,7 @@ import json
 import re
 
 from jobs import structured
-from jobs.params import ParamError
+from jobs.param_error import ParamError
 
 MAX_TOOLS = 128  # OpenAI's own limit
 NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
