@@ -7,6 +7,7 @@ APIs, so the same tokens, limits, queue, routing and cancelling hold for both.
 import json
 from collections.abc import Iterator
 
+from jobs.api import translated
 from jobs.api.inputs import InputError
 
 STOP_REASONS = {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use", "cancelled": "end_turn"}
@@ -162,11 +163,11 @@ class Stream:
         self.reason, self.usage = "end_turn", {}
 
     def lines(self, sse: str) -> Iterator[str]:
-        for line in sse.split("\n"):
-            if line.startswith(":"):
-                yield line + "\n\n"
-            elif line.startswith("data: "):
-                yield from self.chunk(line.removeprefix("data: "))
+        for kind, payload in translated.pieces(sse):
+            if kind == "comment":
+                yield payload + "\n\n"
+            else:
+                yield from self.chunk(payload)
 
     def chunk(self, data: str) -> Iterator[str]:
         if data == "[DONE]":

@@ -11,7 +11,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
-from jobs.api import anthropic_api, inputs, openai_api
+from jobs.api import anthropic_api, inputs, openai_api, translated
 from jobs.api.inputs import InputError
 from jobs.api.openai_submit import REDIS_LOST, submit
 from jobs.api.openai_views import Answer, caller
@@ -51,19 +51,11 @@ async def messages(request: HttpRequest) -> HttpResponse:
 
 def anthropic_answer(answer: HttpResponse, model: str) -> HttpResponse:
     if isinstance(answer, StreamingHttpResponse):
-        return StreamingHttpResponse(events(answer, model), content_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return translated.streamed(answer, anthropic_api.Stream(model).lines)
     found = json.loads(answer.content)
     if answer.status_code != 200:
         return failed(answer.status_code, found["error"]["message"])
     return JsonResponse(anthropic_api.whole(found, model))
-
-
-async def events(answer: StreamingHttpResponse, model: str):
-    stream = anthropic_api.Stream(model)
-    async for piece in answer.streaming_content:
-        for line in stream.lines(piece.decode() if isinstance(piece, bytes) else piece):
-            yield line
 
 
 @login_not_required

@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
+from jobs.api import translated
 from jobs.api.inputs import InputError
 
 VERSION = "0.6.3"  # the Ollama API this follows; clients check it before using newer fields
@@ -126,9 +127,9 @@ class Stream:
         self.reason, self.usage = "stop", None
 
     def lines(self, sse: str) -> Iterator[str]:
-        for line in sse.split("\n"):
-            if line.startswith("data: "):
-                yield from self.chunk(line.removeprefix("data: "))
+        for kind, payload in translated.pieces(sse):
+            if kind == "data":  # NDJSON has no comments: a queued job's place is not said
+                yield from self.chunk(payload)
 
     def line(self, body: dict) -> str:
         return json.dumps({"model": self.model, "created_at": now(), **body}, ensure_ascii=False) + "\n"

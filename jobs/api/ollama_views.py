@@ -12,7 +12,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
-from jobs.api import inputs, ollama_api, openai_api
+from jobs.api import inputs, ollama_api, openai_api, translated
 from jobs.api.inputs import InputError
 from jobs.api.openai_models import model_list
 from jobs.api.openai_submit import REDIS_LOST, submit
@@ -67,11 +67,7 @@ async def generating(request: HttpRequest, body: dict, generate: bool) -> HttpRe
     except (StreamLost, *REDIS_DOWN) as exc:
         return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.")
     if isinstance(answer, StreamingHttpResponse):
-        async def lines():
-            async for piece in answer.streaming_content:
-                for line in stream.lines(piece.decode() if isinstance(piece, bytes) else piece):
-                    yield line
-        return StreamingHttpResponse(lines(), content_type="application/x-ndjson")
+        return translated.streamed(answer, stream.lines, "application/x-ndjson")
     found = json.loads(answer.content)
     if answer.status_code != 200:
         return failed(answer.status_code, found["error"]["message"])

@@ -9,6 +9,7 @@ import json
 import time
 from collections.abc import Iterator
 
+from jobs.api import translated
 from jobs.api.inputs import InputError
 
 STATUS = {"queued": "queued", "running": "in_progress", "succeeded": "completed", "failed": "failed",
@@ -174,11 +175,11 @@ class Stream:
                         previous=self.body.get("previous_response_id"))
 
     def lines(self, sse: str) -> Iterator[str]:
-        for line in sse.split("\n"):
-            if line.startswith(":"):
-                yield line + "\n\n"
-            elif line.startswith("data: "):
-                yield from self.chunk(line.removeprefix("data: "))
+        for kind, payload in translated.pieces(sse):
+            if kind == "comment":
+                yield payload + "\n\n"
+            else:
+                yield from self.chunk(payload)
 
     def chunk(self, data: str) -> Iterator[str]:
         if self.number < 0:

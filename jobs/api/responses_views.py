@@ -10,7 +10,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
-from jobs.api import inputs, openai_api, responses_api
+from jobs.api import inputs, openai_api, responses_api, translated
 from jobs.api.inputs import InputError
 from jobs.api.openai_submit import REDIS_LOST, submit
 from jobs.api.openai_views import Answer, caller, failed, over_limit, refused
@@ -59,14 +59,7 @@ async def responses(request: HttpRequest) -> HttpResponse:
     except (StreamLost, *REDIS_DOWN) as exc:
         return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.", code="service_unavailable")
     if isinstance(answer, StreamingHttpResponse):
-        stream = responses_api.Stream(job.pk, model, body)
-
-        async def events():
-            async for piece in answer.streaming_content:
-                for line in stream.lines(piece.decode() if isinstance(piece, bytes) else piece):
-                    yield line
-        return StreamingHttpResponse(events(), content_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+        return translated.streamed(answer, responses_api.Stream(job.pk, model, body).lines)
     if answer.status_code != 200:
         return answer  # OpenAI's error shape already
     return JsonResponse(responses_api.whole(json.loads(answer.content), job.pk, model, body))
