@@ -7,8 +7,9 @@ import pytest
 from django.urls import URLPattern, URLResolver, get_resolver
 
 PUBLIC = {"login", "healthz", "admin-login", "favicon",  # favicon: a redirect to a static file
-          "api-root", "openapi-json", "openapi-view"}  # the REST API's schema and docs: how to call it, no data
-APIS = ("api/", "v1/", "metrics")  # for scripts: no login page to send them to, a 401 instead
+          "api-root", "openapi-json", "openapi-view",  # the REST API's schema and docs: how to call it, no data
+          "ollama-root", "ollama-version"}  # what Ollama answers anyone: that it runs, and its API's version
+APIS = ("api/", "v1/", "ollama/", "metrics")  # for scripts: no login page to send them to, a 401 instead
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
