@@ -151,7 +151,7 @@ def event(kind: str, body: dict) -> str:
     return f"event: {kind}\ndata: {json.dumps({'type': kind, **body}, ensure_ascii=False)}\n\n"
 
 
-class Stream:
+class Stream(translated.Translator):
     """OpenAI's chunks, as the panel streams them, made Anthropic's events: message_start, a text block and a
     tool_use block per call (each with its start, deltas and stop), message_delta with the stop reason and
     usage, message_stop. An error chunk becomes an error event; SSE comments (a queued job's place) pass as
@@ -161,13 +161,6 @@ class Stream:
         self.model, self.started, self.block, self.kind = model, False, -1, None
         self.calls: dict[int, int] = {}  # an OpenAI call's index → its block's
         self.reason, self.usage = "end_turn", {}
-
-    def lines(self, sse: str) -> Iterator[str]:
-        for kind, payload in translated.pieces(sse):
-            if kind == "comment":
-                yield payload + "\n\n"
-            else:
-                yield from self.chunk(payload)
 
     def chunk(self, data: str) -> Iterator[str]:
         if data == "[DONE]":

@@ -117,19 +117,16 @@ def whole(answer: dict, model: str, generate: bool, started: float) -> dict:
     return {**base, "message": message}
 
 
-class Stream:
+class Stream(translated.Translator):
     """OpenAI's chunks made Ollama's NDJSON lines: one a piece of text, the calls (whole, as Ollama sends them)
     in the last message line, then the `done` line with the reason and counts; an error chunk an {"error"} line."""
+
+    comments = False  # NDJSON has none: a queued job's place is not said
 
     def __init__(self, model: str, chat: bool, generate: bool) -> None:
         self.model, self.chat, self.generate, self.started = model, chat, generate, time.monotonic()
         self.calls: dict[int, dict] = {}
         self.reason, self.usage = "stop", None
-
-    def lines(self, sse: str) -> Iterator[str]:
-        for kind, payload in translated.pieces(sse):
-            if kind == "data":  # NDJSON has no comments: a queued job's place is not said
-                yield from self.chunk(payload)
 
     def line(self, body: dict) -> str:
         return json.dumps({"model": self.model, "created_at": now(), **body}, ensure_ascii=False) + "\n"

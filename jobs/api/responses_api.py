@@ -153,7 +153,7 @@ def whole(answer: dict, job_pk: int, model: str, body: dict) -> dict:
                     previous=body.get("previous_response_id"))
 
 
-class Stream:
+class Stream(translated.Translator):
     """Chat chunks made the Responses API's typed events, each numbered: response.created and .in_progress, a
     message item (output_item.added, content_part.added, output_text.delta..., their .done) and a function_call
     item per call (arguments deltas and .done), then response.completed with the whole response."""
@@ -173,13 +173,6 @@ class Stream:
                  for c in self.calls.values()]
         return response(self.job_pk, self.created, self.model, status, self.body, self.text, calls, self.usage,
                         previous=self.body.get("previous_response_id"))
-
-    def lines(self, sse: str) -> Iterator[str]:
-        for kind, payload in translated.pieces(sse):
-            if kind == "comment":
-                yield payload + "\n\n"
-            else:
-                yield from self.chunk(payload)
 
     def chunk(self, data: str) -> Iterator[str]:
         if self.number < 0:

@@ -15,6 +15,23 @@ def pieces(sse: str) -> Iterator[tuple[str, str]]:
             yield "data", line.removeprefix("data: ")
 
 
+class Translator:
+    """A door's stream translator: each chunk of /v1's stream given to `chunk`; SSE comments (a queued job's place)
+    passed on as they are where the door's stream has comments (`comments`)."""
+
+    comments = True
+
+    def lines(self, sse: str) -> Iterator[str]:
+        for kind, payload in pieces(sse):
+            if kind == "data":
+                yield from self.chunk(payload)
+            elif self.comments:
+                yield payload + "\n\n"
+
+    def chunk(self, data: str) -> Iterator[str]:
+        raise NotImplementedError
+
+
 def streamed(answer: StreamingHttpResponse, lines: Callable[[str], Iterator[str]],
              content_type: str = "text/event-stream") -> StreamingHttpResponse:
     """`answer`'s stream, each piece given to `lines` and what it makes sent on."""
