@@ -1,4 +1,4 @@
-"""Jobs for the engine (chat, completion, batch items), conversations, and batches.
+"""Jobs for the engine (chat, completion, embedding, batch items), conversations, and batches.
 
 The database is the truth about a job: queue messages only wake the engine up,
 and the engine claims a job atomically before running it, so a message delivered
@@ -28,6 +28,7 @@ class JobKind(models.TextChoices):
     CHAT = "chat", "Chat"
     COMPLETION = "completion", "Completion"
     BATCH_ITEM = "batch_item", "Batch item"
+    EMBEDDING = "embedding", "Embedding"
 
 
 FINISHED = (JobStatus.SUCCEEDED, JobStatus.FAILED, JobStatus.CANCELLED)
@@ -130,6 +131,10 @@ class Job(models.Model):
     tool_calls = models.JSONField(default=list, blank=True)
     # Asked for (`logprobs`): each answer token's log probability and its likeliest others (jobs/engine/logprobs.py).
     logprobs = models.JSONField(null=True, blank=True)
+    # An embedding job's texts (or token lists), and their vectors: base64 of little-endian float32, one per input
+    # (jobs/engine/embedding.py), read from here rather than sent as events: a batch of them runs to megabytes.
+    inputs = models.JSONField(default=list, blank=True)
+    embeddings = models.JSONField(null=True, blank=True)
     finish_reason = models.CharField(max_length=20, blank=True)
     prompt_tokens = models.PositiveIntegerField(null=True, blank=True)
     completion_tokens = models.PositiveIntegerField(null=True, blank=True)
@@ -196,6 +201,11 @@ class Job(models.Model):
         """A prompt to continue (/v1/completions, or such a batch line) rather than a chat."""
         return self.kind == JobKind.COMPLETION or (self.kind == JobKind.BATCH_ITEM and bool(self.prompt)
                                                    and not self.messages)
+
+    @property
+    def is_embedding(self) -> bool:
+        """Texts to turn into vectors (/v1/embeddings, or such a batch line) rather than an answer to generate."""
+        return self.kind == JobKind.EMBEDDING or (self.kind == JobKind.BATCH_ITEM and bool(self.inputs))
 
     def summary(self) -> dict:
         return {"id": self.pk, "kind": self.kind, "status": self.status, "error": self.error,

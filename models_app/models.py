@@ -36,6 +36,8 @@ class GgufModel(models.Model):
     n_head_kv = models.PositiveIntegerField()
     n_ff = models.PositiveIntegerField(default=0, help_text="Feed-forward width; 0 if the file does not say.")
     context_length = models.PositiveIntegerField()
+    # llama.cpp's pooling type (0: none, 1 mean, 2 CLS, 3 last): how its vectors are made (jobs/engine/embedding.py).
+    pooling = models.PositiveSmallIntegerField(default=0)
     vocab_size = models.PositiveIntegerField()
     file_type = models.CharField(max_length=40)
     layer_bytes = models.JSONField(default=list)

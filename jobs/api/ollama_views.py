@@ -1,9 +1,10 @@
-"""/ollama/api/...: Ollama's API (chat, generate, tags, show, ps, version) for apps that only speak Ollama; give
+"""/ollama/api/...: Ollama's API (chat, generate, embed, tags, show, ps, version) for apps that only speak Ollama; give
 them http://<panel>/ollama as the Ollama host and a panel token as a bearer header. Chat and generate are made
 the OpenAI requests they mean and answered by /v1's own Answer (jobs/api/ollama_api.py translates); errors are
 Ollama's {"error": ...}."""
 
 import json
+import time
 from datetime import timedelta
 
 from asgiref.sync import sync_to_async
@@ -12,7 +13,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
-from jobs.api import inputs, ollama_api, openai_api, translated
+from jobs.api import embeddings, inputs, ollama_api, openai_api, translated
 from jobs.api.inputs import InputError
 from jobs.api.openai_models import model_list
 from jobs.api.openai_submit import REDIS_LOST, submit
@@ -56,22 +57,59 @@ async def generating(request: HttpRequest, body: dict, generate: bool) -> HttpRe
     if request.method != "POST":
         return failed(405, "Use POST.")
     chat_kind = "messages" in body
-    wanted = openai_api.parse(body, JobKind.CHAT if chat_kind else JobKind.COMPLETION)
-    try:
-        job, model = await sync_to_async(submit)(request.api_user, request.api_token, wanted)
-    except admission.OverLimit as exc:
-        return failed(429, str(exc))
+    answer, model = await answered(request, openai_api.parse(body, JobKind.CHAT if chat_kind else JobKind.COMPLETION))
+    if model is None:
+        return answer
     stream = ollama_api.Stream(model, chat_kind, generate)
-    try:
-        answer = await Answer(job, wanted, model).respond()
-    except (StreamLost, *REDIS_DOWN) as exc:
-        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment.")
     if isinstance(answer, StreamingHttpResponse):
         return translated.streamed(answer, stream.lines, "application/x-ndjson")
     found = json.loads(answer.content)
     if answer.status_code != 200:
         return failed(answer.status_code, found["error"]["message"])
     return JsonResponse(ollama_api.whole(found, model, generate, stream.started))
+
+
+async def answered(request: HttpRequest, wanted: openai_api.Request) -> tuple[HttpResponse, str | None]:
+    """/v1's answer to the request, and the model that gives it; (Ollama's error, None) when it was not queued."""
+    try:
+        job, model = await sync_to_async(submit)(request.api_user, request.api_token, wanted)
+    except admission.OverLimit as exc:
+        return failed(429, str(exc)), None
+    try:
+        return await Answer(job, wanted, model).respond(), model
+    except (StreamLost, *REDIS_DOWN) as exc:
+        return failed(503, f"{REDIS_LOST} ({exc}). Try again in a moment."), None
+
+
+@door
+async def embed(request: HttpRequest) -> HttpResponse:
+    """/api/embed: `input` a text or a list of texts, every vector in `embeddings`."""
+    return await embedding(request, inputs.json_body(request), "input")
+
+
+@door
+async def embeddings_legacy(request: HttpRequest) -> HttpResponse:
+    """/api/embeddings, Ollama's older door: one `prompt`, one `embedding`."""
+    return await embedding(request, inputs.json_body(request), "prompt")
+
+
+async def embedding(request: HttpRequest, body: dict, field: str) -> HttpResponse:
+    if request.method != "POST":
+        return failed(405, "Use POST.")
+    started = time.monotonic_ns()
+    wanted = embeddings.parse({"model": body.get("model"), "input": body.get(field),
+                               "dimensions": body.get("dimensions")})
+    answer, model = await answered(request, wanted)
+    if model is None:
+        return answer
+    found = json.loads(answer.content)
+    if answer.status_code != 200:
+        return failed(answer.status_code, found["error"]["message"].replace("input", field, 1))
+    vectors = [item["embedding"] for item in found["data"]]
+    if field == "prompt":
+        return JsonResponse({"embedding": vectors[0]})
+    return JsonResponse({"model": model, "embeddings": vectors, "total_duration": time.monotonic_ns() - started,
+                         "load_duration": 0, "prompt_eval_count": found["usage"]["prompt_tokens"]})
 
 
 def described(model: GgufModel | None, name: str) -> dict:
@@ -119,7 +157,7 @@ async def show(request: HttpRequest) -> HttpResponse:
                                         f"{model.architecture}.context_length": model.context_length,
                                         f"{model.architecture}.block_count": model.n_layer,
                                         f"{model.architecture}.embedding_length": model.n_embd},
-                         "capabilities": ["completion", "tools"], "modified_at": item["modified_at"]})
+                         "capabilities": ["completion", "tools", "embedding"], "modified_at": item["modified_at"]})
 
 
 @login_not_required
@@ -137,4 +175,5 @@ async def running(request: HttpRequest) -> HttpResponse:
 @csrf_exempt
 def no_such_path(request: HttpRequest, rest: str = "") -> JsonResponse:
     return failed(404, f"{request.method} {request.path} is not served: the panel's Ollama API has api/chat, "
-                       f"api/generate, api/tags, api/show, api/ps and api/version (docs/api.md).")
+                       "api/generate, api/embed, api/embeddings, api/tags, api/show, api/ps and api/version "
+                       "(docs/api.md).")

@@ -32,6 +32,9 @@ class Request:
     prompt: str = ""
     generation: dict = field(default_factory=dict)  # names as jobs/params.py knows them
     renamed: dict = field(default_factory=dict)  # params.py's name -> the name the client used
+    inputs: list = field(default_factory=list)  # an embedding's texts or token lists (jobs/api/embeddings.py)
+    embedding: dict = field(default_factory=dict)  # and its encoding_format and dimensions
+    ceiling: bool = False  # max_tokens is a ceiling (Anthropic's, always sent), cut to the deployment's context
 
 
 def parse(body: dict, kind: str) -> Request:
@@ -126,7 +129,7 @@ def failure(done: dict, request: Request) -> tuple[int, dict]:
     found = EXCEEDED.search(done.get("error") or "")
     if found:
         tokens, ctx = found.groups()
-        param = "messages" if request.kind == JobKind.CHAT else "prompt"
+        param = {JobKind.CHAT: "messages", JobKind.EMBEDDING: "input"}.get(request.kind, "prompt")
         return 400, error(f"This model's maximum context length is {ctx} tokens, but your {param} resulted in "
                           f"{tokens} tokens. {done['error']}", param, "context_length_exceeded")
     if (done.get("error") or "").startswith(STOPPED):  # a laptop stopped answering: no fault of the request's

@@ -3,7 +3,7 @@ an on-call model), and queued."""
 
 from django.db import transaction
 
-from jobs.api import inputs, openai_api
+from jobs.api import embeddings, inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request
 from jobs.models import Job
@@ -17,15 +17,19 @@ def submit(user, token, wanted: Request) -> tuple[Job, str]:
     loaded for a request refused), and queued. A deployment stopped between the routing and the queueing (an
     idle one unloaded) is routed around once."""
     checked = openai_api.generation_params(wanted, None)  # all but the context's bound, known once routed
-    tokens = checked.max_tokens if "max_tokens" in wanted.generation else None
+    tokens = checked.max_tokens if "max_tokens" in wanted.generation and not wanted.ceiling else None
     admission.admit(user, token)
     for last in (False, True):
         try:
             with transaction.atomic():  # routed and saved at once: each request of a burst sees those before it
                 target = inputs.target_for(wanted.model, tokens)
+                if wanted.ceiling:
+                    wanted.generation["max_tokens"] = min(checked.max_tokens, target.deployment.ctx)
                 generation = openai_api.generation_params(wanted, target.deployment.ctx).as_dict()
+                if wanted.inputs:
+                    embeddings.fits(wanted, target.deployment.model)
                 job = Job(kind=wanted.kind, deployment=target.deployment, user=user, api_token=token,
-                          messages=wanted.messages, prompt=wanted.prompt,
+                          messages=wanted.messages, prompt=wanted.prompt, inputs=wanted.inputs,
                           params=routing.routed(generation, target.model) if target.model else generation)
                 queueing.submit(job)
         except queueing.DeploymentGone as exc:

@@ -9,6 +9,7 @@ urlpatterns = [
     path("models", openai_views.models, name="openai-models"),
     path("chat/completions", openai_views.chat_completions, name="openai-chat"),
     path("completions", openai_views.completions, name="openai-completions"),
+    path("embeddings", openai_views.embeddings_view, name="openai-embeddings"),
     path("files", openai_batches.file_list, name="openai-files"),
     path("files/<str:file_id>", openai_batches.file_detail, name="openai-file"),
     path("files/<str:file_id>/content", openai_batches.file_content, name="openai-file-content"),

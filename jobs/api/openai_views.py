@@ -28,7 +28,7 @@ from django.http import HttpRequest, HttpResponse, JsonResponse, StreamingHttpRe
 from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
-from jobs.api import inputs, openai_api
+from jobs.api import embeddings, inputs, openai_api
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.api.openai_models import model_list
@@ -66,8 +66,8 @@ def no_such_path(request: HttpRequest, rest: str = "") -> JsonResponse:
     """Any path under /v1/ that names no operation: OpenAI's 404 for an unknown URL (Django's is a page)."""
     hint = f" Paths under /v1/ end without a slash: {request.path.rstrip('/')}?" if rest.endswith("/") else ""
     return failed(404, f"Invalid URL ({request.method} {request.path}): the panel's OpenAI-compatible API has "
-                       f"models, chat/completions, completions, responses, files, batches and (Anthropic's) messages "
-                       f"(docs/api.md).{hint}")
+                       "models, chat/completions, completions, embeddings, responses, files, batches and "
+                       f"(Anthropic's) messages (docs/api.md).{hint}")
 
 
 def caller(request: HttpRequest):
@@ -99,12 +99,19 @@ async def completions(request: HttpRequest) -> HttpResponse:
     return await create(request, JobKind.COMPLETION)
 
 
+@login_not_required
+@csrf_exempt
+async def embeddings_view(request: HttpRequest) -> HttpResponse:
+    return await create(request, JobKind.EMBEDDING)
+
+
 async def create(request: HttpRequest, kind: str) -> HttpResponse:
     try:
         user = await sync_to_async(caller)(request)
         if request.method != "POST":
             return failed(405, "Use POST.")
-        wanted = openai_api.parse(inputs.json_body(request), kind)
+        reading = embeddings.parse if kind == JobKind.EMBEDDING else openai_api.parse
+        wanted = reading(inputs.json_body(request), kind)
         job, model = await sync_to_async(submit)(user, request.api_token, wanted)
     except apiauth.Unauthorized as exc:
         return refused(exc)
@@ -164,6 +171,8 @@ class Answer:
                 done = await sync_to_async(lambda: Job.objects.get(pk=self.job.pk).summary())()
                 status, body = openai_api.failure(done, self.wanted)
                 return JsonResponse(body, status=status)
+            if self.wanted.kind == JobKind.EMBEDDING:
+                return JsonResponse(await sync_to_async(embeddings.answer)(self.job.pk, self.wanted, self.model))
             if not self.wanted.stream:
                 return JsonResponse(self.shapes.whole(done))
             handed_on = True

@@ -11,11 +11,13 @@ import io
 import json
 from dataclasses import dataclass, field
 
+from jobs import embedding_inputs
 from jobs.params import NOT_TEXT, ParamError, unicode_text, validate
 
 CHAT_URL = "/v1/chat/completions"
 COMPLETIONS_URL = "/v1/completions"
-ENDPOINTS = (CHAT_URL, COMPLETIONS_URL)
+EMBEDDINGS_URL = "/v1/embeddings"
+ENDPOINTS = (CHAT_URL, COMPLETIONS_URL, EMBEDDINGS_URL)
 LINE_KEYS = {"custom_id", "method", "url", "body"}
 ROLES = {"system", "user", "assistant", "developer"}  # "developer" is OpenAI's newer name for system
 IGNORED_BODY = {"model", "user"}  # the page runs every line on its chosen deployment; /v1 checks `model` itself
@@ -42,6 +44,7 @@ class Request:
     messages: list[dict]
     params: dict
     prompt: str = ""  # a /v1/completions line's, instead of messages
+    inputs: list = field(default_factory=list)  # a /v1/embeddings line's texts or token lists
     url: str = CHAT_URL
     model: object = None  # the line's body.model as sent; the OpenAI door holds every line to the batch's
 
@@ -174,15 +177,33 @@ def openai_request(number: int, entry: dict, seen: dict[str, int], max_tokens_li
         raise LineError(f"method must be \"POST\", not {shown(entry.get('method'))}.")
     url = entry.get("url")
     if url not in ENDPOINTS:
-        raise LineError(f"url must be \"{CHAT_URL}\" or \"{COMPLETIONS_URL}\", not {shown(url)}.")
+        raise LineError(f"url must be \"{CHAT_URL}\", \"{COMPLETIONS_URL}\" or \"{EMBEDDINGS_URL}\", not {shown(url)}.")
     body = entry.get("body")
     if not isinstance(body, dict):
-        raise LineError(f"body is missing: it must be an object with {'messages' if url == CHAT_URL else 'a prompt'}.")
+        wants = {CHAT_URL: "messages", COMPLETIONS_URL: "a prompt", EMBEDDINGS_URL: "an input"}[url]
+        raise LineError(f"body is missing: it must be an object with {wants}.")
+    if url == EMBEDDINGS_URL:
+        return Request(number, custom_id, [], check_params({}, max_tokens_limit), inputs=embedding_line(body),
+                       url=url, model=body.get("model"))
     if url == COMPLETIONS_URL:
         return Request(number, custom_id, [], body_params(body, max_tokens_limit, "prompt"),
                        prompt=completion_prompt(body.get("prompt")), url=url, model=body.get("model"))
     return Request(number, custom_id, chat_messages(body.get("messages")), body_params(body, max_tokens_limit),
                    model=body.get("model"))
+
+
+def embedding_line(body: dict) -> list:
+    """An embedding line's inputs; its vectors come back as floats."""
+    unknown = sorted(set(body) - {"input", "model", "user", "encoding_format"})
+    if unknown:
+        raise LineError(f"body has {', '.join(unknown)}, which an embedding line does not take (input, model, "
+                        "encoding_format).")
+    if body.get("encoding_format", "float") != "float":
+        raise LineError("body.encoding_format must be float, or left out: a batch's output gives the numbers.")
+    try:
+        return embedding_inputs.checked(body.get("input"), "body.input")
+    except ParamError as exc:
+        raise LineError(str(exc)) from None
 
 
 def completion_prompt(value) -> str:

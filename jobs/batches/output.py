@@ -16,6 +16,7 @@ from django.db.models import Sum
 from django.http import HttpResponse
 
 from jobs.batches.service import last_attempts
+from jobs.engine.embedding import decoded
 from jobs.models import ApiFile, Batch, Job, JobStatus, awaiting_retry
 
 CSV_FIELDS = ["line", "custom_id", "status", "output", "error", "finish_reason", "prompt_tokens",
@@ -90,8 +91,13 @@ def error_response(status: int, kind: str, message: str, request_id: str | None,
 
 
 def completion(job: Job, model: str) -> dict:
-    """The body /v1/chat/completions (or, for a prompt line, /v1/completions) would have answered."""
+    """The body /v1/chat/completions (or, for a prompt line, /v1/completions; for an input, /v1/embeddings) would
+    have answered."""
     prompt, generated = job.prompt_tokens or 0, job.completion_tokens or 0
+    if job.is_embedding:
+        return {"object": "list", "model": model, "usage": {"prompt_tokens": prompt, "total_tokens": prompt},
+                "data": [{"object": "embedding", "index": i, "embedding": decoded(vector)}
+                         for i, vector in enumerate(job.embeddings or [])]}
     usage = {"prompt_tokens": prompt, "completion_tokens": generated, "total_tokens": prompt + generated,
              "prompt_tokens_details": {"cached_tokens": job.cached_tokens}}
     finish = job.finish_reason or "stop"
@@ -133,7 +139,8 @@ def csv_row(row: Row) -> dict:
     if job is None:
         return {"line": row.line, "custom_id": row.custom_id, "status": "rejected", "error": row.reason}
     timings = job.timings()
-    return {"line": row.line, "custom_id": row.custom_id, "status": row.status, "output": job.output,
+    output = json.dumps([decoded(vector) for vector in job.embeddings or []]) if job.is_embedding else job.output
+    return {"line": row.line, "custom_id": row.custom_id, "status": row.status, "output": output,
             "error": job.error, "finish_reason": job.finish_reason, "prompt_tokens": job.prompt_tokens,
             "completion_tokens": job.completion_tokens, "attempts": row.attempts,
             **{name: rounded(timings[name]) for name in CSV_FIELDS[-4:]}}

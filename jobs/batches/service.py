@@ -79,7 +79,7 @@ def create(user, deployment: Deployment, name: str, parsed: Parsed, input_file_i
             queueing.submit_many([
                 Job(kind=JobKind.BATCH_ITEM, deployment=deployment, user=user, api_token=api_token, batch=batch,
                     line=request.line, custom_id=request.custom_id, messages=request.messages,
-                    prompt=request.prompt, params=request.params)
+                    prompt=request.prompt, inputs=request.inputs, params=request.params)
                 for request in parsed.requests])
     except queueing.QueueDown as exc:  # committed, but the engine could not be told: all or nothing still
         batch.delete()

@@ -16,6 +16,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 from django.utils import timezone
 
 from clusterpanel.kit.broadcast import broadcast
+from jobs.engine.embedding import EmbeddingError, encoded
 from jobs.engine.loaded_model import Engine, EngineError
 from jobs.engine.sequences import Outcome, Work
 from jobs.engine.toolcalls import ToolCalls
@@ -131,6 +132,21 @@ def prepared(job: Job, engine: Engine) -> Work:
     prompt, stops, dropped = job_prompt(engine, job, out)
     job.dropped_messages = dropped
     return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+
+
+def embed(job: Job, engine: Engine) -> None:
+    """An embedding job, run and ended at once: it streams nothing, so its vectors are written with its end."""
+    out = State.out
+    out.start(job.pk, job.attempts)
+    out.event(job.pk, "status", {"status": JobStatus.RUNNING})
+    tokens = engine.embedding_tokens(job.inputs)
+    began = time.monotonic()
+    try:
+        vectors = engine.embed(tokens)
+    except EmbeddingError as exc:
+        raise EngineError(str(exc)) from None
+    finish(job, JobStatus.SUCCEEDED, embeddings=[encoded(vector) for vector in vectors], finish_reason="stop",
+           prompt_tokens=sum(map(len, tokens)), completion_tokens=0, prompt_seconds=time.monotonic() - began)
 
 
 def uses_tools(job: Job) -> bool:

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from jobs import structured
 from jobs.engine import generic_tools
+from jobs.engine.embedding import Embedder
 from jobs.engine.sequences import Batcher, Outcome, Work
 from models_app.llamacpp import cpucheck, libllama
 from models_app.llamacpp.oneshot import LAYER_PLACED, sequences
@@ -205,6 +206,30 @@ class Engine:
         return Work(key, prompt, params, [*params.get("stop", []), *stops], on_text,
                     min(params["max_tokens"], limit), reuse, rendered and rendered.grammar,
                     rendered.special if rendered else frozenset())
+
+    def embedding_tokens(self, inputs: list) -> list[list[int]]:
+        """Each input's tokens (a text's, read as a completion's prompt is; a token list checked against the
+        vocabulary); ContextExceeded for one longer than a sequence's context."""
+        n_vocab, found = self.llm.n_vocab(), []
+        for number, given in enumerate(inputs):
+            if isinstance(given, str):
+                tokens = self.llm.tokenize(given.encode(), add_bos=True, special=False)
+            else:
+                tokens = list(given)
+                outside = next((t for t in tokens if not 0 <= t < n_vocab), None)
+                if outside is not None:
+                    raise EngineError(f"input[{number}] holds token {outside}, which this model's vocabulary "
+                                      f"(tokens 0 to {n_vocab - 1}) does not have.")
+            if len(tokens) > self.ctx:
+                raise ContextExceeded(f"Context length exceeded: input[{number}] is too long: the prompt has "
+                                      f"{len(tokens)} tokens and the deployment's context is {self.ctx}; shorten it "
+                                      "or split it.")
+            found.append(tokens)
+        return found
+
+    def embed(self, inputs: list[list[int]]) -> list:
+        """Each token list's vector (jobs/engine/embedding.py), read between two decode steps."""
+        return Embedder(self.batcher).vectors(inputs)
 
     def run(self, prompt: list[int], params: dict, on_token: Callable[[str], None],
             cancelled: Callable[[], bool], extra_stops: list[str] = (), rendered: Rendered | None = None) -> Outcome:

@@ -122,14 +122,19 @@ class Batcher:
         seq.started = time.monotonic()
         return seq.outcome
 
-    def _choose(self, work: Work) -> tuple[Sequence, int]:
+    def borrow(self) -> Sequence:
+        """A free sequence for work outside the steps (jobs/engine/embedding.py): chosen as a job's would be when
+        it reuses nothing."""
+        return self._choose(None)[0]
+
+    def _choose(self, work: Work | None) -> tuple[Sequence, int]:
         """The free sequence holding the longest prefix of the prompt (at least one prompt token is always read
         again, for its logits); else one that keeps the busy sequences in as few runs of consecutive ids as
         can be (`runs`), and among those the one free the longest."""
         free = [seq for seq in self.sequences if seq.work is None]
         if not free:
             raise DecodeError("no free sequence")
-        if work.reuse:
+        if work is not None and work.reuse:
             best = max(free, key=lambda seq: (common_prefix(seq.cached, work.prompt), seq.freed))
             shared = min(common_prefix(best.cached, work.prompt), len(work.prompt) - 1)
             if shared > 0:

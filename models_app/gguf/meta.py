@@ -16,7 +16,7 @@ import gguf
 
 from models_app.gguf.reader import GGUFError, Header, read_header
 
-__all__ = ["GGUFError", "ModelMetadata", "bytes_by_kind", "check_header", "read_metadata"]
+__all__ = ["GGUFError", "ModelMetadata", "bytes_by_kind", "check_header", "pooling_said", "read_metadata"]
 
 KNOWN_ARCHITECTURES = set(gguf.MODEL_ARCH_NAMES.values())
 LAYER_TENSOR = re.compile(r"^blk\.([0-9]+)\.")
@@ -31,9 +31,13 @@ LIMITS = {
     "attention.head_count": 1 << 14,
     "attention.head_count_kv": 1 << 14,
     "vocab_size": 1 << 24,
+    "pooling_type": 8,  # llama.h's llama_pooling_type: a model made for embeddings says how to pool
 }
 KEYS = ["general.architecture", "general.name", "general.file_type", "tokenizer.ggml.tokens",
         "{arch}.block_count", *(f"{{arch}}.{key}" for key in LIMITS)]
+POOLING_NONE, POOLING_RANK = 0, 4  # llama.h's enum llama_pooling_type
+POOLED = {1: "the mean of its states (the model's own pooling)", 2: "its first token's state (the model's own CLS "
+          "pooling)", 3: "its last token's state (the model's own pooling)"}
 INTEGER_TYPES = {"uint8", "int8", "uint16", "int16", "uint32", "int32", "uint64", "int64"}
 
 
@@ -50,6 +54,7 @@ class ModelMetadata:
     file_type: str
     file_size: int
     n_ff: int = 0
+    pooling: int = 0  # 0: none (a chat model: the panel pools its states by their mean for /v1/embeddings)
     layer_bytes: list[int] = field(default_factory=list)
     other_tensors: dict[str, int] = field(default_factory=dict)
 
@@ -63,6 +68,15 @@ KNOWN_STARTS = {b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"PK
                 b"(\xb5/\xfd": "a zstd-compressed file (unpack it first)",
                 b"version https://git-lfs": "a Git LFS pointer, not the model itself (run `git lfs pull`)",
                 b"<": "a web page (a download link saved instead of the file?)", b"{": "a JSON file"}
+
+
+def pooling_said(pooling: int) -> str:
+    """How the panel makes this model's vectors (jobs/engine/embedding.py), in words for its page."""
+    if pooling == POOLING_NONE:
+        return "the mean of its last layer's states over the input (the model has no pooling of its own)"
+    if pooling == POOLING_RANK:
+        return "not made: this model ranks documents (a reranker)"
+    return POOLED.get(pooling, f"made by llama.cpp's pooling {pooling}")
 
 
 def looks_like(head: bytes) -> str:
@@ -115,6 +129,7 @@ def read_metadata(path: Path, label: str = "") -> ModelMetadata:
         context_length=first(numbers["context_length"]) or 0,
         vocab_size=vocab if vocab is not None else tokens["n"] if isinstance(tokens, dict) else 0,
         file_type=file_type(header), file_size=size, layer_bytes=layers, other_tensors=others,
+        pooling=first(numbers["pooling_type"]) or 0,
     )
 
 

@@ -4,7 +4,7 @@ saves that card's form)."""
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from models_app.gguf.meta import ModelMetadata, bytes_by_kind
+from models_app.gguf.meta import ModelMetadata, bytes_by_kind, pooling_said
 from models_app.models import GgufModel, OnCall
 from models_app.oncall import service as oncall
 from models_app.pages.forms import OnCallForm
@@ -21,6 +21,7 @@ def model_page(request: HttpRequest, model: GgufModel, on_call_form=None, status
     return render(request, "models_app/detail.html", {"model": model, "chart": chart,
                                                        "deployments": model.deployments.all()[:20],
                                                        "other": bytes_by_kind(meta),
+                                                       "embeddings_made": pooling_said(model.pooling),
                                                        **on_call_card(model, on_call_form)}, status=status)
 
 

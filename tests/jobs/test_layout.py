@@ -11,7 +11,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # apps.py is where Django starts the app: nothing imports it, and its ready() answers the machines' hooks
 # (nodes/probing/speed.py, nodes/laptops/holds.py) with the engine's work, so it sits on top.
 # batches and usage each hold a service the doors call and their own pages; neither imports a door.
-RANK = {"models": 0, "params": 0, "structured": 0, "tools": 0, "param_error": 0, "apps": 5, "migrations": 0, "queue": 1,
+RANK = {"models": 0, "params": 0, "structured": 0, "tools": 0, "param_error": 0, "embedding_inputs": 0, "apps": 5,
+        "migrations": 0, "queue": 1,
         "task_messages": 1, "usage": 2, "engine": 2, "prometheus": 2, "batches": 2, "chat": 3, "api": 3,
         "deployment_jobs": 4, "tasks": 4, "management": 4}
 

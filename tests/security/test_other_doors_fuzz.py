@@ -1,8 +1,9 @@
 """The doors that translate to /v1's, fuzzed as test_views_fuzz.py fuzzes /v1: Anthropic's /v1/messages, the
-Responses API and Ollama's /ollama/api/chat and generate, each body good, with one bad field, or any bytes. Every
-answer is in its door's own shape and none is a server error; a valid body meets the stopped Redis (503)."""
+Responses API, Ollama's /ollama/api/chat, generate and embed, and /v1/embeddings, each body good, with one bad
+field, or any bytes. Every answer is in its door's own shape and none is a server error; a valid body meets the
+stopped Redis (503)."""
 
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.security.test_views_fuzz import (
@@ -24,6 +25,7 @@ ANTHROPIC = {"model": "tiny", "max_tokens": 8, "messages": HI, "system": "Be bri
 RESPONSES = {"model": "tiny", "input": "Hi", "instructions": "Be brief.", "max_output_tokens": 8,
              "temperature": 0.5, "tools": [{"type": "function", "name": "f", "parameters": {"type": "object"}}],
              "tool_choice": "auto", "previous_response_id": "resp_1", "stream": False}
+EMBEDDINGS = {"model": "tiny", "input": ["Hi", "there"], "encoding_format": "float", "dimensions": 64}
 OLLAMA = {"model": "tiny", "messages": HI, "stream": False, "options": {"temperature": 0.5, "num_predict": 8},
           "format": "json", "tools": [TOOL]}
 
@@ -65,3 +67,10 @@ def test_it_answers_ollama_in_shape(no_redis, token, body, path):
     if isinstance(body, dict) and path.endswith("generate"):
         body = {**{k: v for k, v in body.items() if k != "messages"}, "prompt": "Once"}
     ollama_shape(post_json(anonymous(), path, raw_of(body), **token))
+
+
+@settings(EXAMPLES, max_examples=50)
+@given(body=body_of(EMBEDDINGS) | RAW_BODIES, path=st.sampled_from(["/v1/embeddings", "/ollama/api/embed"]))
+def test_it_answers_embeddings_in_shape(no_redis, token, body, path):
+    shape = openai_shape if path.startswith("/v1/") else ollama_shape
+    shape(post_json(anonymous(), path, raw_of(body), **token))

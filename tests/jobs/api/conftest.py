@@ -2,7 +2,10 @@
 process, taking each job as the web server queues it."""
 
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 
+import numpy as np
 import openai
 import pytest
 from django.db import connection
@@ -10,13 +13,21 @@ from django.db import connection
 from clusterpanel.accounts.models import ApiToken
 from jobs.engine import loop
 from jobs.models import Job, JobStatus
+from models_app.library.bundled import bundled_model_path
+from models_app.llamacpp import cpucheck
 from tests.jobs.conftest import engine_child_here, head_deployment
 
 
 @pytest.fixture
 def on_the_head(transactional_db, monkeypatch):
     """The bundled model on the head, its engine's loop taking each job as it is queued."""
-    deployment = head_deployment(slots=2)
+    with serving(head_deployment(slots=2), monkeypatch) as deployment:
+        yield deployment
+
+
+@contextmanager
+def serving(deployment, monkeypatch) -> Iterator:
+    """This process as the deployment's engine, its loop run in a thread for every job queued meanwhile."""
     with engine_child_here(deployment, monkeypatch):
         stop = threading.Event()
 
@@ -33,10 +44,30 @@ def on_the_head(transactional_db, monkeypatch):
 
         server = threading.Thread(target=serve, daemon=True)
         server.start()
-        yield deployment
-        stop.set()
-        server.join(timeout=60)
+        try:
+            yield deployment
+        finally:
+            stop.set()
+            server.join(timeout=60)
 
 
 def client_for(web_server: str, user) -> openai.OpenAI:
     return openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(user, "client")[1], max_retries=0)
+
+
+@pytest.fixture(scope="module")
+def llama_cpp_mean():
+    """llama.cpp's own `--pooling mean` over the bundled model, loaded in this process: what the panel's vectors
+    must equal."""
+    import llama_cpp
+
+    with cpucheck.loading():
+        llm = llama_cpp.Llama(model_path=str(bundled_model_path()), embedding=True, verbose=False, n_ctx=512,
+                              pooling_type=llama_cpp.LLAMA_POOLING_TYPE_MEAN)
+    yield lambda text: np.array(llm.embed(text, normalize=True))
+    llm.close()
+
+
+def cosine(a, b) -> float:
+    a, b = np.asarray(a), np.asarray(b)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)))

@@ -1,7 +1,7 @@
 """The OpenAI-compatible API on a real deployment over simulated laptops, through the real daphne server:
-a streamed chat equals the whole answer, usage counts are llama.cpp's, a client that hangs up cancels its
-job, a prompt longer than the context is a 400 naming the numbers, and a request whose laptop dies under it
-gets the retried answer."""
+a streamed chat equals the whole answer, usage counts are llama.cpp's, embeddings are its mean pooling, a client
+that hangs up cancels its job, a prompt longer than the context is a 400 naming the numbers, and a request whose
+laptop dies under it gets the retried answer."""
 
 import json
 import re
@@ -16,6 +16,7 @@ from jobs.queue.stream import kept
 from models_app.llamacpp import oneshot
 from nodes.remote import ssh
 from tests.conftest import wait_until
+from tests.jobs.api.conftest import cosine
 
 QUESTION = "Name three colours and say one thing about each."
 GREEDY = {"temperature": 0, "seed": 7, "top_p": 1.0, "top_k": 40}
@@ -34,7 +35,7 @@ def sse_chunks(response: requests.Response) -> list:
     return [line[6:] if line == "data: [DONE]" else json.loads(line[6:]) for line in lines]
 
 
-def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, web_server, auth):
+def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, web_server, auth, llama_cpp_mean):
     body = {"model": cluster.model.name, "messages": [{"role": "user", "content": QUESTION}], "max_tokens": 24,
             **GREEDY}
     with requests.post(f"{web_server}/v1/chat/completions", json={**body, "stream": True,
@@ -64,6 +65,13 @@ def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, w
                              "completion_tokens": reference["completion_tokens"],
                              "total_tokens": reference["prompt_tokens"] + reference["completion_tokens"],
                              "prompt_tokens_details": {"cached_tokens": 0}}
+
+    texts = [QUESTION, prompt]  # embeddings over the laptops: llama.cpp's own mean pooling on the head alone
+    found = requests.post(f"{web_server}/v1/embeddings", headers=auth, timeout=120, json={
+        "model": cluster.model.name, "input": texts, "encoding_format": "float"}).json()
+    assert [item["index"] for item in found["data"]] == [0, 1], found
+    for text, item in zip(texts, found["data"], strict=True):
+        assert cosine(item["embedding"], llama_cpp_mean(text)) > 0.999, text
 
 
 def test_a_client_that_hangs_up_cancels_its_job_and_a_long_prompt_is_a_400(cluster, web_server, auth):

@@ -50,7 +50,7 @@ def test_it_reads_an_openai_batch_line_with_its_params():
     (line(custom_id=5), "custom_id must be a string"),
     (line(custom_id="x" * 201), "longer than 200"),
     (line(method="GET"), 'method must be "POST"'),
-    (line(url="/v1/embeddings"), 'url must be "/v1/chat/completions"'),
+    (line(url="/v1/moderations"), 'url must be "/v1/chat/completions", "/v1/completions" or "/v1/embeddings"'),
     (json.dumps({"custom_id": "a", "method": "POST", "url": CHAT}), "body is missing"),
     (json.dumps({"custom_id": "a", "method": "POST", "url": CHAT, "body": {}}), "messages is missing"),
     (line(messages=[]), "messages is missing or empty"),

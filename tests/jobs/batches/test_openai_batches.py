@@ -97,7 +97,7 @@ def test_refusals_in_openais_shape_and_nothing_of_anothers(on_the_head, web_serv
     with pytest.raises(openai.BadRequestError, match="completion_window"):
         client.batches.create(input_file_id=source.id, endpoint="/v1/chat/completions", completion_window="1h")
     with pytest.raises(openai.BadRequestError, match="endpoint"):
-        client.batches.create(input_file_id=source.id, endpoint="/v1/embeddings", completion_window="24h")
+        client.batches.create(input_file_id=source.id, endpoint="/v1/moderations", completion_window="24h")
 
     cancelled = client.batches.cancel(batch.id)
     assert cancelled.status == "cancelled" and cancelled.request_counts.failed == 1
