@@ -14,17 +14,54 @@ PROMPT = ("You can call these tools (JSON schemas of their arguments):\n{tools}\
 
 def schema(functions: list[dict], choice: str, parallel: bool) -> dict:
     """The JSON schema an answer is held to: calls of `functions`, or (choice "auto") a response in words."""
+    parameters, defs = hoisted(functions)
     call = {"anyOf": [{"type": "object", "properties": {"name": {"const": f["function"]["name"]},
-                                                         "arguments": f["function"]["parameters"]},
-                       "required": ["name", "arguments"], "additionalProperties": False} for f in functions]}
+                                                         "arguments": arguments_schema},
+                       "required": ["name", "arguments"], "additionalProperties": False}
+                      for f, arguments_schema in zip(functions, parameters, strict=True)]}
     calls = {"type": "object", "properties": {"tool_calls": {"type": "array", "items": call, "minItems": 1,
                                                              **({} if parallel else {"maxItems": 1})}},
              "required": ["tool_calls"], "additionalProperties": False}
     if choice != "auto":
-        return calls
+        return {**calls, "$defs": defs} if defs else calls
     words = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
              "additionalProperties": False}
-    return {"anyOf": [calls, words]}
+    return {"anyOf": [calls, words], **({"$defs": defs} if defs else {})}
+
+
+def hoisted(functions: list[dict]) -> tuple[list[dict], dict]:
+    """Each function's parameters, and the definitions they refer to moved to the answer schema's root: a `$ref`
+    such as pydantic writes for a nested model ("#/$defs/City") means the root of the document it is in, which
+    inside the answer's schema is no longer the parameters'. Renamed per function, so two functions' definitions
+    of one name do not meet; "#" itself (parameters that hold themselves) becomes a definition too."""
+    defs, found = {}, []
+    for i, function in enumerate(functions):
+        parameters = dict(function["function"]["parameters"])
+        local = {**parameters.pop("definitions", {}), **parameters.pop("$defs", {})}
+        names = {name: f"f{i}_{name}" for name in local}
+        root = f"f{i}"
+
+        def moved(node, names=names, root=root):
+            if isinstance(node, list):
+                return [moved(item) for item in node]
+            if not isinstance(node, dict):
+                return node
+            found_node = {key: moved(value) for key, value in node.items()}
+            ref = node.get("$ref")
+            if ref == "#":
+                found_node["$ref"] = f"#/$defs/{root}"
+            elif isinstance(ref, str):
+                for prefix in ("#/$defs/", "#/definitions/"):
+                    name = ref.removeprefix(prefix).split("/")[0]
+                    if ref.startswith(prefix) and name in names:
+                        found_node["$ref"] = f"#/$defs/{names[name]}" + ref.removeprefix(prefix)[len(name):]
+            return found_node
+
+        defs.update({names[name]: moved(definition) for name, definition in local.items()})
+        found.append(moved(parameters))
+        if '"$ref": "#"' in json.dumps(function["function"]["parameters"]):
+            defs[root] = found[-1]
+    return found, defs
 
 
 def messages(history: list[dict], functions: list[dict], choice: str, parallel: bool) -> list[dict]:

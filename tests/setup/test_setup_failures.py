@@ -27,7 +27,8 @@ def checkout_copy(tmp_path: Path) -> Path:
     copy = tmp_path / "checkout"
     (copy / "scripts").mkdir(parents=True)
     shutil.copy(ROOT / "scripts" / "setup.sh", copy / "scripts")
-    for name in ("requirements.txt", "requirements-nodeps.txt", "requirements-test.txt"):
+    for name in ("requirements.txt", "requirements-nodeps.txt", "requirements-test.txt",
+                 "requirements-test-nodeps.txt"):
         shutil.copy(ROOT / name, copy)
     python = copy / ".venv" / "bin" / "python"
     python.parent.mkdir(parents=True)

@@ -1,6 +1,8 @@
 """The clients agents are built with, unchanged, against /v1: langchain-openai's bind_tools (each tool_choice a
 call comes back for) and with_structured_output (a pydantic model filled), and the openai-agents SDK's agent over
-the Responses API calling a Python function tool and answering with its result."""
+the Responses API calling a Python function tool and answering with its result; instructor filling a nested
+model through a tool call and through JSON mode with its schema (its plain JSON mode holds the answer only to "an
+object", the schema left to the model to read: docs/clients.md)."""
 
 import pytest
 from pydantic import BaseModel, Field
@@ -57,3 +59,22 @@ def test_an_openai_agents_agent_calls_a_python_tool_and_answers_with_its_result(
                              run_config=RunConfig(tracing_disabled=True))
     assert seen and isinstance(seen[0], str), "the agent ran the Python tool"
     assert result.final_output, "and answered after its result"
+
+
+class Trip(BaseModel):
+    city: City
+    days: int = Field(ge=1, le=14)
+
+
+@pytest.mark.parametrize("mode", ["TOOLS", "JSON_SCHEMA"])
+def test_instructor_fills_a_nested_model_with_tools_or_json(on_the_head, web_server, bob, mode):
+    import instructor
+    from openai import OpenAI
+
+    client = instructor.from_openai(
+        OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "instructor")[1], max_retries=0),
+        mode=getattr(instructor.Mode, mode))
+    trip = client.chat.completions.create(model=on_the_head.model.name, response_model=Trip, max_retries=0,
+                                          temperature=0, max_tokens=200,
+                                          messages=[{"role": "user", "content": "Plan a trip to a city in Italy."}])
+    assert isinstance(trip, Trip) and isinstance(trip.city, City) and 1 <= trip.days <= 14
