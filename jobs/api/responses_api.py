@@ -42,10 +42,11 @@ def chat_body(body: dict, before: list[dict]) -> dict:
                          ("parallel_tool_calls", "parallel_tool_calls")):
         if body.get(theirs) is not None:
             wanted[ours] = body[theirs]
-    if body.get("tools"):
-        wanted["tools"] = tools(body["tools"])
-    if body.get("tool_choice") is not None:
-        wanted["tool_choice"] = tool_choice(body["tool_choice"])
+    offered = tools(body["tools"]) if body.get("tools") else []
+    if offered:
+        wanted["tools"] = offered
+    if body.get("tool_choice") is not None and (offered or body["tool_choice"] not in ("auto", "none")):
+        wanted["tool_choice"] = tool_choice(body["tool_choice"])  # with every tool set aside, "auto" means none
     fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
         wanted["response_format"] = {"type": "json_schema", "json_schema": {
@@ -96,19 +97,34 @@ def text(content, param: str) -> str:
     raise InputError(f"{param} must be text or a list of text parts (images and files are not taken).", param)
 
 
+HOSTED = {"web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview",
+          "image_generation", "mcp", "local_shell", "custom"}
+
+
 def tools(given) -> list[dict]:
+    """Function tools as chat's, a namespace's functions among them. The tools OpenAI's servers run themselves
+    (web search, file search, code interpreter, ...) and freeform `custom` tools are set aside, not refused:
+    agents such as Codex CLI offer them with every request, and the model answers without them."""
     if not isinstance(given, list):
         raise InputError("tools must be a list of function tools.", "tools")
     functions = []
     for i, tool in enumerate(given):
-        if not isinstance(tool, dict) or tool.get("type") != "function":
-            kind = tool.get("type") if isinstance(tool, dict) else None
-            raise InputError(f"tools[{i}] is a {json.dumps(kind)} tool; the panel runs function tools only.",
-                             f"tools[{i}]")
-        functions.append({"type": "function", "function": {
-            "name": tool.get("name"), "description": tool.get("description") or "",
-            "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}})
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "namespace" and isinstance(tool.get("tools"), list):
+            functions += [function(inner) for inner in tool["tools"]
+                          if isinstance(inner, dict) and inner.get("type") == "function"]
+        elif kind == "function":
+            functions.append(function(tool))
+        elif kind not in HOSTED:
+            raise InputError(f"tools[{i}] is a {json.dumps(kind)} tool; the panel runs function tools (and sets "
+                             "aside the kinds OpenAI's servers run, such as web_search).", f"tools[{i}]")
     return functions
+
+
+def function(tool: dict) -> dict:
+    return {"type": "function", "function": {
+        "name": tool.get("name"), "description": tool.get("description") or "",
+        "parameters": tool.get("parameters") or {"type": "object", "properties": {}}}}
 
 
 def tool_choice(choice):
