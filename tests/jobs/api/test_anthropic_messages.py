@@ -1,6 +1,7 @@
 """Anthropic's Messages API at /v1/messages with the official `anthropic` client, unchanged (base_url at the panel,
 a panel token as its API key): a message, a streamed one read through the client's own event handling, a tool_use
-round trip (the call, then its tool_result and the answer), count_tokens; and errors in Anthropic's shape."""
+round trip (the call, then its tool_result and the answer), count_tokens, max_tokens as a ceiling; and errors in
+Anthropic's shape."""
 
 import anthropic
 import pytest
@@ -32,6 +33,10 @@ def test_a_message_and_a_streamed_one_say_the_same(on_the_head, web_server, bob)
         final = stream.get_final_message()
     assert "".join(pieces) == message.content[0].text == final.content[0].text, "greedy: the same answer"
     assert final.stop_reason == message.stop_reason and final.usage.output_tokens == message.usage.output_tokens
+
+    with client.messages.stream(model=model, max_tokens=32000, messages=[{"role": "user", "content": "Hi."}]) as roomy:
+        assert roomy.get_final_message().content, "max_tokens is a ceiling, as Claude Code sends it: cut, not refused"
+    assert Job.objects.latest("pk").params["max_tokens"] == on_the_head.ctx
 
 
 def test_a_tool_use_round_trip(on_the_head, web_server, bob):

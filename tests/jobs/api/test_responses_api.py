@@ -52,6 +52,12 @@ def test_a_function_tool_and_its_output(on_the_head, web_server, bob):
                                     temperature=0)
     (call,) = [item for item in asked.output if item.type == "function_call"]
     assert call.name == "get_weather" and isinstance(json.loads(call.arguments)["city"], str)
+    among_others = client.responses.create(  # as Codex CLI sends them: a hosted tool, and functions in a namespace
+        model=model, input="What is the weather in Paris?", max_output_tokens=200, temperature=0,
+        tool_choice={"type": "function", "name": "get_weather"},
+        tools=[{"type": "web_search"}, {"type": "namespace", "name": "weather", "description": "Weather tools.",
+                                        "tools": [WEATHER]}])
+    assert [item.name for item in among_others.output if item.type == "function_call"] == ["get_weather"]
     with client.responses.stream(model=model, input="What is the weather in Paris?", tools=[WEATHER],
                                  tool_choice={"type": "function", "name": "get_weather"}, max_output_tokens=200,
                                  temperature=0) as stream:
