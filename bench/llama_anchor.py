@@ -106,17 +106,18 @@ def start(argv: list[str], port: int, log: Path) -> subprocess.Popen:
 
 
 @contextmanager
-def llama_server(deployment, slots: int):
-    """The port of a loaded llama-server for `deployment`'s model and plan; everything it needs ends after.
+def llama_server(deployment, slots: int, extra: tuple[str, ...] = ()):
+    """The port of a loaded llama-server for `deployment`'s model and plan (and `extra` arguments, such as
+    --jinja); everything it needs ends after.
     A first load at debug verbosity checks where the layers went; the measured server logs only at its
     default level (debug logs some 25 lines a token)."""
     log = Path(tempfile.mkstemp(prefix="llama-server-", suffix=".log")[1])
     port, process, started = free_port(), None, []
     try:
         endpoints = tunnelled_servers(deployment, started)
-        end(start([*server_argv(deployment, endpoints, slots, port), "--verbosity", "5"], port, log))
+        end(start([*server_argv(deployment, endpoints, slots, port), *extra, "--verbosity", "5"], port, log))
         check_placement(deployment, log)
-        process = start(server_argv(deployment, endpoints, slots, port), port, log)
+        process = start([*server_argv(deployment, endpoints, slots, port), *extra], port, log)
         yield port
     finally:
         if process is not None:

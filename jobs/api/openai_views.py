@@ -29,6 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
 from jobs.api import embeddings, inputs, openai_api
+from jobs.api.caught import PARTED, Caught, text_parted
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.api.openai_models import model_list
@@ -365,35 +366,6 @@ class Answer:
         if self.wanted.include_usage:
             lines.append(data(self.shapes.usage_chunk(done)))
         return [*lines, "data: [DONE]\n\n"]
-
-
-class Caught:
-    """A retry's text against what the client already got of the failed attempt: what it has is not sent again,
-    and a retry that says something else is found out (`new` gives None). Greedy and seeded requests give the
-    same text again, mostly (docs/benchmarks.md, "Batched kernels and greedy answers"); sampled ones do not."""
-
-    def __init__(self, sent: str) -> None:
-        self.sent, self.made = sent, ""
-
-    def new(self, text: str) -> str | None:
-        before = len(self.made)
-        self.made += text
-        if len(self.made) <= len(self.sent):
-            return "" if self.sent.startswith(self.made) else None
-        return self.made[max(before, len(self.sent)):] if self.made.startswith(self.sent) else None
-
-
-def text_parted(event: dict, caught: Caught) -> bool:
-    """The stream stopped on a token the client cannot be given, or its retry ended on other text than was sent."""
-    if event.get("event") != "done":
-        return True
-    output = event.get("output") or ""
-    return bool(caught.sent) and event.get("status") == JobStatus.SUCCEEDED and not output.startswith(caught.sent)
-
-
-PARTED = ("A laptop or the engine failed in the middle of this answer and its retry said something else than what "
-          "was already sent (a sampled answer is not given twice), so the answer stops here. Send the request "
-          "again, or send it with temperature 0 or a seed to be given the rest.")
 
 
 def standing_now(job_id: int) -> tuple[str | None, bool]:

@@ -27,7 +27,7 @@ from nodes.models import Node
 from tests.jobs.conftest import bearer
 
 pytestmark = pytest.mark.timeout(600)
-EXAMPLES = settings(max_examples=100, deadline=None, derandomize=True, database=None,
+EXAMPLES = settings(max_examples=60, deadline=None, derandomize=True, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow,
                                            HealthCheck.data_too_large])
 LONG = "x" * 100_000
@@ -387,7 +387,7 @@ def upload_batch(user, deployment: str, name: str, data: bytes):
         "file": SimpleUploadedFile(name, data)})
 
 
-@settings(EXAMPLES, max_examples=200)
+@settings(EXAMPLES, max_examples=120)
 @given(lines=st.lists(BATCH_LINE, min_size=1, max_size=4))
 def test_it_answers_batch_files_line_by_line(ready, bob, lines):
     form_shape(upload_batch(bob, str(ready.pk), "in.jsonl", jsonl_file(lines)))

@@ -10,7 +10,7 @@ import subprocess
 
 from asgiref.sync import async_to_sync, sync_to_async
 
-from jobs.api.openai_views import Caught, text_parted
+from jobs.api.caught import Caught, text_parted
 from jobs.engine import leftovers, recovery
 from jobs.engine.workers import Engines
 from jobs.models import STOPPED, Job, JobKind, JobStatus

@@ -15,7 +15,7 @@ from asgiref.sync import async_to_sync, sync_to_async
 from channels.testing import WebsocketCommunicator
 
 from clusterpanel.asgi import application
-from jobs.api.openai_views import PARTED
+from jobs.api.caught import PARTED
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import queueing, stream
 from tests.conftest import wait_until
