@@ -255,11 +255,25 @@ def body_params(body: dict, max_tokens_limit: int | None, text: str = "messages"
         raise LineError("stream must be false in a batch file.")
     raw.pop("n", None)
     raw.pop("stream", None)
+    if text == "messages":
+        chat_logprobs(raw)
     if "max_completion_tokens" in raw:
         if "max_tokens" in raw:
             raise LineError("Give max_tokens or max_completion_tokens, not both.")
         raw["max_tokens"] = raw.pop("max_completion_tokens")
     return check_params(raw, max_tokens_limit)
+
+
+def chat_logprobs(raw: dict) -> None:
+    """A chat line's `logprobs` true and `top_logprobs` 0-20, as /v1 takes them: the job's `logprobs` is how many
+    others each token lists (a completion line's `logprobs` already is)."""
+    wanted, top = raw.pop("logprobs", None), raw.pop("top_logprobs", None)
+    if wanted not in (None, True, False):
+        raise LineError("logprobs must be true or false.")
+    if top is not None and wanted is not True:
+        raise LineError("top_logprobs needs logprobs set to true.")
+    if wanted:
+        raw["logprobs"] = 0 if top is None else top
 
 
 # ---- CSV: prompt, optional system, max_tokens, custom_id ----

@@ -105,10 +105,13 @@ def completion(job: Job, model: str) -> dict:
         return {"id": f"cmpl-{job.pk}", "object": "text_completion", "created": int(job.finished.timestamp()),
                 "model": model, "choices": [{"index": 0, "text": job.output, "logprobs": None,
                                              "finish_reason": finish}], "usage": usage}
+    message = {"role": "assistant", "content": job.output}
+    if job.tool_calls:  # a line with tools: its calls as /v1 gives them, the content null when there is none
+        message = {"role": "assistant", "content": job.output or None, "tool_calls": job.tool_calls}
+    logprobs = {"content": job.logprobs, "refusal": None} if job.logprobs is not None else None
     return {"id": f"chatcmpl-{job.pk}", "object": "chat.completion", "created": int(job.finished.timestamp()),
-            "model": model,
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": job.output},
-                         "logprobs": None, "finish_reason": finish}],
+            "model": model, "choices": [{"index": 0, "message": message, "logprobs": logprobs,
+                                         "finish_reason": finish}],
             "usage": usage}
 
 

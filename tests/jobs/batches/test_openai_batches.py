@@ -125,3 +125,23 @@ def test_one_system_two_doors_the_page_and_the_client_see_each_others_batches(on
     assert set(listed) == {by_client.id, f"batch_{from_page.pk}"}
     source = listed[f"batch_{from_page.pk}"].input_file_id
     assert client.files.content(source).text == "prompt\nHello\n", "its input file is the one uploaded"
+
+
+def test_a_line_with_tools_gives_its_call_in_the_output(on_the_head, web_server, bob):
+    client = client_for(web_server, bob)
+    weather = {"type": "function", "function": {"name": "get_weather", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string", "maxLength": 30}}, "required": ["city"]}}}
+    data = lines("/v1/chat/completions", {"messages": [{"role": "user", "content": "Weather in Paris?"}],
+                                          "tools": [weather], "tool_choice": {"type": "function",
+                                                                              "function": {"name": "get_weather"}},
+                                          "parallel_tool_calls": False, "max_tokens": 100, "temperature": 0,
+                                          "logprobs": True})
+    batch = client.batches.create(input_file_id=client.files.create(file=("t.jsonl", data), purpose="batch").id,
+                                  endpoint="/v1/chat/completions", completion_window="24h")
+    run_waiting(batch.id)
+    answer = json.loads(client.files.content(client.batches.retrieve(batch.id).output_file_id).text)
+    choice = answer["response"]["body"]["choices"][0]
+    (call,) = choice["message"]["tool_calls"]
+    assert choice["finish_reason"] == "tool_calls" and call["function"]["name"] == "get_weather"
+    assert isinstance(json.loads(call["function"]["arguments"])["city"], str)
+    assert choice["logprobs"]["content"], "the line's logprobs too"
