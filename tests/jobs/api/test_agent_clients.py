@@ -2,7 +2,13 @@
 call comes back for) and with_structured_output (a pydantic model filled), and the openai-agents SDK's agent over
 the Responses API calling a Python function tool and answering with its result; instructor filling a nested
 model through a tool call and through JSON mode with its schema (its plain JSON mode holds the answer only to "an
-object", the schema left to the model to read: docs/clients.md)."""
+object", the schema left to the model to read: docs/clients.md); the `llm` CLI answering, and filling a schema."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from pydantic import BaseModel, Field
@@ -78,3 +84,19 @@ def test_instructor_fills_a_nested_model_with_tools_or_json(on_the_head, web_ser
                                           temperature=0, max_tokens=200,
                                           messages=[{"role": "user", "content": "Plan a trip to a city in Italy."}])
     assert isinstance(trip, Trip) and isinstance(trip.city, City) and 1 <= trip.days <= 14
+
+
+def test_the_llm_cli_answers_and_fills_a_schema(on_the_head, web_server, bob, tmp_path):
+    (tmp_path / "extra-openai-models.yaml").write_text(
+        f"- model_id: panel\n  model_name: {on_the_head.model.name}\n  api_base: {web_server}/v1\n"
+        "  api_key_name: panel\n  supports_schema: true\n")
+    (tmp_path / "keys.json").write_text(json.dumps({"panel": ApiToken.issue(bob, "llm")[1]}))
+    llm = [str(Path(sys.executable).parent / "llm"), "-m", "panel", "-o", "temperature", "0", "--no-log"]
+    env = {**os.environ, "LLM_USER_PATH": str(tmp_path)}
+    said = subprocess.run([*llm, "Name three colours."], capture_output=True, text=True, env=env, timeout=120)
+    assert said.returncode == 0 and said.stdout.strip(), said.stderr
+    filled = subprocess.run([*llm, "--schema", "name, age int", "Invent a person."], capture_output=True,
+                            text=True, env=env, timeout=120)
+    assert filled.returncode == 0, filled.stderr
+    person = json.loads(filled.stdout)
+    assert isinstance(person["name"], str) and isinstance(person["age"], int)
