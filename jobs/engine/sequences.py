@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 
 from jobs import structured
 from jobs.engine import logprobs
+from jobs.engine.constrained import Constrained, Plain
 from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
@@ -143,16 +144,13 @@ class Batcher:
         return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
 
     def _sampler(self, work: Work):
-        """The chain llama-cpp-python's `_init_sampler` builds for these parameters."""
+        """The chain llama-cpp-python's `_init_sampler` builds for these parameters, and beside it the grammar
+        that holds the answer, if any (jobs/engine/constrained.py)."""
         from llama_cpp import _internals
 
         params = work.params
         chain = _internals.LlamaSampler()
         chain.add_penalties(self.llm.n_vocab(), LAST_N, params["repeat_penalty"], 0.0, 0.0)
-        if work.grammar:  # where llama-cpp-python puts a grammar: before any choosing
-            self._constrain(chain, work.grammar)
-        elif params.get("response_format"):
-            self._constrain(chain, {"grammar": structured.grammar_of(params["response_format"]["schema"])})
         temperature = params["temperature"]
         if temperature == 0.0:
             chain.add_greedy()
@@ -164,13 +162,17 @@ class Batcher:
             chain.add_min_p(MIN_P, 1)
             chain.add_temp(temperature)
             chain.add_dist(seed if seed is not None else int.from_bytes(os.urandom(4)))
-        return chain
+        spec = work.grammar or (params.get("response_format") and
+                                {"grammar": structured.grammar_of(params["response_format"]["schema"])})
+        if not spec:
+            return Plain(chain)
+        return Constrained(self.api, chain, self._grammar(spec), self.llm.n_vocab())
 
-    def _constrain(self, chain, spec: dict) -> None:
+    def _grammar(self, spec: dict):
         from models_app.llamacpp import chat
 
         made = chat.grammar_sampler(self.llm._model.model, spec)
-        self.api.llama_sampler_chain_add(chain.sampler, ctypes.cast(made, self.api.llama_sampler_p_ctypes))
+        return ctypes.cast(made, self.api.llama_sampler_p_ctypes)
 
     def step(self) -> list[tuple[int, Outcome]]:
         """One decode step over every busy sequence; the jobs that ended in it (key and outcome; their sequences
@@ -226,7 +228,7 @@ class Batcher:
         outcome, work = seq.outcome, seq.work
         if outcome.completion_tokens == 0 and outcome.prompt_seconds is None:
             outcome.prompt_seconds = time.monotonic() - seq.started
-        token = self.api.llama_sampler_sample(seq.sampler.sampler, self.ctx, row)
+        token = seq.sampler.sample(self.api, self.ctx, row)
         if self.api.llama_vocab_is_eog(self.vocab, token):
             return self._end(seq, "stop")
         seq.last = token
