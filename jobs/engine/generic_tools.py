@@ -6,6 +6,7 @@ A required call therefore always comes back well formed, its arguments valid for
 """
 
 import json
+import re
 
 PROMPT = ("You can call these tools (JSON schemas of their arguments):\n{tools}\n\n"
           "Answer with one JSON object: {{\"tool_calls\": [{{\"name\": <tool name>, \"arguments\": {{...}}}}]}} "
@@ -101,9 +102,84 @@ def arguments(text: str):
 
 
 def parse(text: str) -> dict:
-    """The answer read: content and tool_calls as llama.cpp's parser gives them (arguments as JSON text)."""
-    found = json.loads(text)
-    if "tool_calls" in found:
-        return {"content": "", "tool_calls": [{"name": call["name"], "id": "", "arguments": json.dumps(
-            call["arguments"], ensure_ascii=False)} for call in found["tool_calls"]]}
-    return {"content": found.get("response", ""), "tool_calls": []}
+    """The whole answer read: content and tool_calls as llama.cpp's parser gives them (arguments as the JSON text
+    the model wrote); ValueError if it is not the whole JSON the grammar holds it to (cut by max_tokens)."""
+    json.loads(text)
+    return partial(text)
+
+
+CALLS = re.compile(r'\s*\{\s*"(tool_calls|response)"\s*:\s*')
+CALL = re.compile(r'\s*[\[,]\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
+
+
+def partial(text: str) -> dict:
+    """What the answer written so far holds: the response's text so far, or each call whose name is complete with
+    its arguments' JSON text so far; streamed as they grow (jobs/engine/toolcalls.py)."""
+    found = CALLS.match(text)
+    if found is None:
+        return {"content": "", "tool_calls": []}
+    if found.group(1) == "response":
+        return {"content": string_so_far(text, found.end()), "tool_calls": []}
+    calls, at = [], found.end()
+    while (call := CALL.match(text, at)) is not None:
+        end = value_end(text, call.end())
+        calls.append({"name": json.loads(f'"{call.group(1)}"'), "id": "",
+                      "arguments": text[call.end():len(text) if end is None else end]})
+        if end is None:
+            break
+        closing = re.compile(r"\s*\}").match(text, end)
+        if closing is None:
+            break
+        at = closing.end()
+    return {"content": "", "tool_calls": calls}
+
+
+def string_so_far(text: str, at: int) -> str:
+    """The JSON string that starts at `at` (its opening quote), decoded as far as it is written."""
+    if text[at:at + 1] != '"':
+        return ""
+    raw, i = [], at + 1
+    while i < len(text):
+        char = text[i]
+        if char == '"':
+            break
+        if char == "\\":
+            escape = text[i:i + 6] if text[i + 1:i + 2] == "u" else text[i:i + 2]
+            if len(escape) < (6 if text[i + 1:i + 2] == "u" else 2):
+                break  # an escape not yet whole
+            raw.append(escape)
+            i += len(escape)
+            continue
+        raw.append(char)
+        i += 1
+    if raw and text[i:i + 1] != '"' and re.fullmatch(r"\\u[dD][89abAB][0-9a-fA-F]{2}", raw[-1]):
+        raw.pop()  # the first half of a surrogate pair: its character comes with the second
+    return json.loads('"' + "".join(raw) + '"')
+
+
+def value_end(text: str, at: int) -> int | None:
+    """Where the JSON value that starts at `at` ends, or None if it is not whole yet."""
+    depth, i, in_string = 0, at, False
+    while i < len(text):
+        char = text[i]
+        if in_string:
+            if char == "\\":
+                i += 1
+            elif char == '"':
+                in_string = False
+                if depth == 0:
+                    return i + 1
+        elif char == '"':
+            in_string = True
+        elif char in "{[":
+            depth += 1
+        elif char in "}]":
+            if depth == 0:
+                return i  # a bare value's end: the closing of what holds it
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        elif depth == 0 and char in ", \n\t\r":
+            return i if i > at else None
+        i += 1
+    return None

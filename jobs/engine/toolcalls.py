@@ -21,7 +21,8 @@ class ToolCalls:
 
     def add(self, piece: str) -> None:
         self.text += piece
-        if self.syntax.get("generic"):  # JSON: read whole at the end (jobs/engine/generic_tools.py)
+        if self.syntax.get("generic"):  # JSON held by a grammar (jobs/engine/generic_tools.py)
+            self.send(generic_tools.partial(self.text))
             return
         try:
             found = chat.parse(self.text, self.syntax, partial=True)
@@ -36,8 +37,8 @@ class ToolCalls:
             self.send(generic_tools.parse(self.text) if self.syntax.get("generic") else
                       chat.parse(self.text, self.syntax, partial=False))
         except (chat.ChatError, ValueError, KeyError, TypeError):
-            if self.syntax.get("generic"):  # cut short (max_tokens): what the model wrote, as it wrote it
-                self.send({"content": self.text, "tool_calls": []})
+            if self.syntax.get("generic") and not (self.content or self.calls):
+                self.send({"content": self.text, "tool_calls": []})  # cut short before anything could be read
         calls = [{"id": call["id"], "type": "function",
                   "function": {"name": call["name"], "arguments": call["arguments"]}}
                  for call in self.calls if call["name"]]

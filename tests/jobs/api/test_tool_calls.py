@@ -58,11 +58,14 @@ def test_none_answers_in_words_and_auto_answers_well_formed(on_the_head, web_ser
     client, model = client_for(web_server, bob), on_the_head.model.name
     plain = ask(client, model, tool_choice="none").choices[0]
     assert plain.message.content and not plain.message.tool_calls and plain.finish_reason in ("stop", "length")
-    auto = ask(client, model, tool_choice="auto").choices[0]
+    answer = ask(client, model, tool_choice="auto")
+    auto = answer.choices[0]
     assert auto.message.content or auto.message.tool_calls, auto
+    cut = auto.finish_reason == "length" and answer.usage.completion_tokens == 200  # calls as far as they came
     for call in auto.message.tool_calls or []:
-        valid_call(call, WEATHER if call.function.name == "get_weather" else TIME)
-    assert auto.finish_reason == ("tool_calls" if auto.message.tool_calls else auto.finish_reason)
+        if not cut:
+            valid_call(call, WEATHER if call.function.name == "get_weather" else TIME)
+    assert auto.finish_reason == "tool_calls" or cut or not auto.message.tool_calls, auto
 
 
 def test_a_streamed_call_reassembles_to_the_whole_one(on_the_head, web_server, bob):

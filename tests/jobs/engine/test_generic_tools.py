@@ -34,3 +34,33 @@ def test_definitions_move_to_the_root_and_stay_apart(choice):
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(crossed, schema)  # trip's City is not census's
     assert functions[0]["function"]["parameters"]["$defs"] == {"City": NAMED}, "the request's tools are untouched"
+
+
+ANSWERS = [
+    '{"tool_calls": [{"name": "get_weather", "arguments": {"city": "Pa\\"ris \\u00e9", "days": [1, 2]}}, '
+    '{"name": "count", "arguments": 12}]}',
+    '{ "tool_calls" : [ { "name" : "f" , "arguments" : { } } ] }',
+    '{"response": "Hello \\u00e9t\\u00e9\\n \\ud83d\\ude00 \\"quoted\\" world"}',
+]
+
+
+@pytest.mark.parametrize("answer", ANSWERS)
+def test_every_prefix_streams_a_prefix_of_the_whole(answer):
+    """What a client is sent as the answer grows (content, a call's name once whole, its arguments' text) only
+    ever grows: each prefix's reading is a prefix of the whole answer's."""
+    whole = generic_tools.parse(answer)
+    for end in range(len(answer) + 1):
+        found = generic_tools.partial(answer[:end])
+        assert whole["content"].startswith(found["content"]), (end, found)
+        assert len(found["tool_calls"]) <= len(whole["tool_calls"])
+        for seen, final in zip(found["tool_calls"], whole["tool_calls"], strict=False):
+            assert seen["name"] == final["name"] and final["arguments"].startswith(seen["arguments"]), (end, seen)
+    assert all(json_of(call["arguments"]) is not None for call in whole["tool_calls"]), "whole arguments are JSON"
+    with pytest.raises(ValueError):
+        generic_tools.parse(answer[:-1])
+
+
+def json_of(text: str):
+    import json
+
+    return json.loads(text)
