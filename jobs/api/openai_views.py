@@ -46,6 +46,7 @@ FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after
 # says so every settings.STREAM_KEEPALIVE_S (a client's 60 s read timeout once gave up on a request queued
 # behind two long answers).
 DECIDE_S = 0.5
+ANSWERING = ("token", "tool_call")  # the events that begin an answer: a streamed one is under way from either
 UNTAKEN_S = 10.0  # a job next in line that its engine has not taken by then gets the stream's comments too
 
 
@@ -232,7 +233,7 @@ class Answer:
             await asyncio.sleep(DECIDE_S)
         if waits:
             return waits
-        await self.read_until(lambda event: event["event"] == "token")
+        await self.read_until(lambda event: event["event"] in ANSWERING)
         return None
 
     async def keep_alive(self, waits: str) -> AsyncIterator[str]:
@@ -252,7 +253,7 @@ class Answer:
                 continue
             if event["event"] != "queue":  # places are said in the comments; the rest is replayed in order
                 self.head.append(event)
-            if event["event"] in ("token", "done"):
+            if event["event"] in (*ANSWERING, "done"):
                 return
 
     def done(self) -> dict | None:

@@ -10,7 +10,7 @@ import jsonschema
 import openai
 import pytest
 
-from jobs.models import Job
+from jobs.models import Job, JobStatus
 from tests.jobs.api.conftest import client_for
 
 pytestmark = pytest.mark.timeout(300)
@@ -72,9 +72,12 @@ def test_a_streamed_call_reassembles_to_the_whole_one(on_the_head, web_server, b
     client, model = client_for(web_server, bob), on_the_head.model.name
     choice = {"type": "function", "function": {"name": "get_weather"}}
     whole = ask(client, model, tool_choice=choice).choices[0].message.tool_calls[0]
-    calls, reasons = {}, []
+    calls, reasons, pieces, running_then = {}, [], 0, None
     for chunk in ask(client, model, tool_choice=choice, stream=True):
         for delta in chunk.choices[0].delta.tool_calls or [] if chunk.choices else []:
+            if running_then is None:  # the call streams as it is written, not once the answer has ended
+                running_then = Job.objects.latest("pk").status == JobStatus.RUNNING
+            pieces += bool(delta.function and delta.function.arguments)
             call = calls.setdefault(delta.index, {"id": None, "name": "", "arguments": ""})
             call["id"] = delta.id or call["id"]
             call["name"] += (delta.function.name or "") if delta.function else ""
@@ -83,6 +86,7 @@ def test_a_streamed_call_reassembles_to_the_whole_one(on_the_head, web_server, b
     assert reasons[-1] == "tool_calls" and list(calls) == [0], (reasons, calls)
     assert calls[0]["name"] == "get_weather" and calls[0]["id"]
     assert json.loads(calls[0]["arguments"]) == json.loads(whole.function.arguments), "greedy: the same call"
+    assert running_then and pieces > 1, "the first piece came while the job ran, and the arguments in pieces"
 
 
 def test_the_next_turn_of_a_tool_using_client_is_answered(on_the_head, web_server, bob):
