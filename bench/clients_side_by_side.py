@@ -5,8 +5,9 @@ The bundled model over 3 simulated laptops (1 Gbit, SSH tunnels, even split, one
 its own on the same laptops and the same plan. One client, greedy, streamed, the same question answered plainly,
 held to a nested JSON schema (`response_format` json_schema), and as a named tool's call (`tools` with
 `tool_choice` naming it); variants and systems take turns round by round. Per request: time to the first
-streamed piece (text or a call's arguments) and milliseconds per generated token after it (the tokens as each
-server's usage counts them).
+streamed piece (text or a call's arguments), to the last, and milliseconds per generated token after the first
+piece (the tokens as each server's usage counts them; for a call, whose first piece comes once its name is
+written, that spreads the tokens before it over the rest, so read its first and last instead).
 
     .venv/bin/python bench/clients_side_by_side.py [--rounds 4] [--tokens 64]
 """
@@ -39,13 +40,16 @@ VARIANTS = {
               "tool_choice": {"type": "function", "function": {"name": "get_weather"}}},
 }
 SYSTEMS = ("panel", "llama-server")
+SAID: dict[str, str] = {}  # each system's last answer, text or call, shown in the rounds' lines
 
 
-def streamed(port: int, model: str, body: dict, headers: dict) -> tuple[float, float, int]:
-    """(ms to the first piece, ms per token after it, tokens) of one streamed request."""
+def streamed(port: int, model: str, body: dict, headers: dict) -> tuple[float, float, int, float]:
+    """(ms to the first piece, ms per token after it, tokens, ms to the last piece) of one streamed request.
+    llama-server reads each prompt whole, as the panel reads a greedy one (its default would reuse the last
+    round's)."""
     sent = {**body, "model": model, "stream": True, "stream_options": {"include_usage": True}, "temperature": 0,
-            "max_tokens": ARGS.tokens}
-    started, first, last, tokens = time.perf_counter(), None, None, 0
+            "max_tokens": ARGS.tokens, **({"cache_prompt": False} if model == "anchor" else {})}
+    started, first, last, tokens, said = time.perf_counter(), None, None, 0, []
     with requests.post(f"http://127.0.0.1:{port}/v1/chat/completions", json=sent, headers=headers, stream=True,
                        timeout=600) as answer:
         answer.raise_for_status()
@@ -59,9 +63,13 @@ def streamed(port: int, model: str, body: dict, headers: dict) -> tuple[float, f
             if delta.get("content") or delta.get("tool_calls"):
                 last = time.perf_counter()
                 first = first or last
+                said.append(delta.get("content") or "".join(
+                    (call.get("function") or {}).get("name") or (call.get("function") or {}).get("arguments") or ""
+                    for call in delta["tool_calls"]))
+    SAID[model] = "".join(said)
     if first is None or tokens < 2:
         raise SystemExit(f"{model}: an answer of {tokens} tokens cannot be timed ({body})")
-    return (first - started) * 1000, (last - first) * 1000 / (tokens - 1), tokens
+    return (first - started) * 1000, (last - first) * 1000 / (tokens - 1), tokens, (last - started) * 1000
 
 
 def main() -> None:
@@ -82,9 +90,9 @@ def main() -> None:
                 order = SYSTEMS if round_no % 2 == 0 else SYSTEMS[::-1]
                 for system in order:
                     found[name, system].append(streamed(ports[system], models[system], VARIANTS[name], headers))
-                    ttft, per_token, tokens = found[name, system][-1]
+                    ttft, per_token, tokens, _ = found[name, system][-1]
                     print(f"  round {round_no} {name:<12} {system:<12} first {ttft:6.0f} ms, "
-                          f"{per_token:5.1f} ms/token, {tokens} tokens", flush=True)
+                          f"{per_token:5.1f} ms/token, {tokens} tokens: {SAID[models[system]][:60]!r}", flush=True)
     report(found)
 
 
@@ -95,16 +103,16 @@ def report(found: dict) -> None:
     for name in VARIANTS:
         row = [name]
         for system in SYSTEMS:
-            ttft, per_token, tokens = (statistics.median(r[i] for r in found[name, system]) for i in range(3))
-            row += [f"{per_token:.1f}", f"{ttft:.0f}", f"{tokens:.0f}"]
+            ttft, per_token, tokens, whole = (statistics.median(r[i] for r in found[name, system]) for i in range(4))
+            row += [f"{per_token:.1f}", f"{ttft:.0f}", f"{whole:.0f}", f"{tokens:.0f}"]
         plain = {s: statistics.median(r[1] for r in found["plain", s]) for s in SYSTEMS}
         mine = {s: statistics.median(r[1] for r in found[name, s]) for s in SYSTEMS}
         row += [f"{mine['panel'] / plain['panel']:.2f}×", f"{mine['llama-server'] / plain['llama-server']:.2f}×",
                 f"**{mine['panel'] / mine['llama-server']:.2f}**"]
         rows.append(row)
-    print(table(["variant", "panel ms/token", "panel TTFT ms", "panel tokens", "llama-server ms/token",
-                 "llama-server TTFT ms", "llama-server tokens", "panel / its plain", "llama-server / its plain",
-                 "panel / llama-server ms/token"], rows))
+    print(table(["variant", "panel ms/token", "panel first ms", "panel last ms", "panel tokens",
+                 "llama-server ms/token", "llama-server first ms", "llama-server last ms", "llama-server tokens",
+                 "panel / its plain", "llama-server / its plain", "panel / llama-server ms/token"], rows))
 
 
 def arguments() -> argparse.Namespace:

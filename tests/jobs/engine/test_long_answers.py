@@ -19,7 +19,7 @@ from tests.conftest import wait_until
 
 SHORT_TIMEOUTS = {"CHANNEL_WAIT_S": 1, "REDIS_READ_TIMEOUT_S": 2, "STREAM_KEEPALIVE_S": 1}
 LASTS_AT_LEAST_S = 3 * max(SHORT_TIMEOUTS.values())
-LONG = 900  # tokens: about 14 s on a quiet machine here (66 tokens/s), about a minute beside a suite
+LONG = 500  # tokens: about 7.5 s on a quiet machine here (66 tokens/s), half a minute beside a suite
 COUNTING = "Count from 1 to 1000 in words, one number per line."
 
 
