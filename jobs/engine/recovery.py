@@ -259,7 +259,7 @@ def retry(job_ids: list[int]) -> None:
             deployment = other
             params = routing.with_move(params, job.deployment_id, other.pk, "retried on another replica")
         again = Job(kind=job.kind, deployment=deployment, user=job.user, api_token_id=job.api_token_id,
-                    messages=job.messages, prompt=job.prompt, params=params, retry_of=job,
+                    messages=job.messages, prompt=job.prompt, inputs=job.inputs, params=params, retry_of=job,
                     conversation=job.conversation, batch=job.batch, line=job.line, custom_id=job.custom_id)
         try:
             queueing.submit(again)

@@ -24,6 +24,16 @@ def test_a_job_failed_by_a_laptop_waits_for_its_retry_then_points_to_it(failed, 
     assert recovery.retry_state(failed.pk) == (False, again.pk)
 
 
+def test_an_embedding_jobs_retry_embeds_the_same_inputs(ready, bob, settings):
+    settings.JOB_RETRIES = 1
+    lost = Job.objects.create(kind=JobKind.EMBEDDING, deployment=ready, user=bob, inputs=["one", [1, 2]],
+                              params={"max_tokens": 4}, status=JobStatus.FAILED,
+                              error="Stopped: test-2 stopped answering during its decode (killed).")
+    recovery.retry([lost.pk])
+    again = Job.objects.get(retry_of=lost)
+    assert again.is_embedding and again.inputs == ["one", [1, 2]]
+
+
 def test_no_retry_is_written_down_with_the_reason(failed, settings):
     settings.JOB_RETRIES = 0
     recovery.retry([failed.pk])
