@@ -13,6 +13,25 @@ PROMPT = ("You can call these tools (JSON schemas of their arguments):\n{tools}\
           "to call {how}{words}.")
 
 
+def chat_request(history: list[dict], params: dict, native: bool) -> dict:
+    """What llama.cpp's chat layer renders for a tool-using job (and count_tokens counts): the model's own tools
+    where its template shows them (`native`), else the tools in words in the system prompt and none given to the
+    template ("generic": True). A named function is the only one offered, and required."""
+    functions = json.loads(params["tools"]) if params.get("tools") else []
+    choice = params.get("tool_choice") or ("auto" if functions else "none")
+    if isinstance(choice, dict):
+        functions = [f for f in functions if f["function"]["name"] == choice["name"]]
+        choice = "required"
+    parallel = bool(params.get("parallel_tool_calls", True))
+    if not native:
+        return {"messages": messages(history, functions, choice, parallel), "generic": True, "functions": functions,
+                "tool_choice": choice, "parallel_tool_calls": parallel}
+    request = {"messages": history, "tools": functions or None, "tool_choice": choice, "parallel_tool_calls": parallel}
+    if params.get("response_format"):
+        request["json_schema"] = json.loads(params["response_format"]["schema"])
+    return request
+
+
 def schema(functions: list[dict], choice: str, parallel: bool) -> dict:
     """The JSON schema an answer is held to: calls of `functions`, or (choice "auto") a response in words."""
     parameters, defs = hoisted(functions)

@@ -7,7 +7,6 @@ but itself. Jobs arrive through jobs/tasks.py, which claims them first.
 """
 
 import ctypes
-import json
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -159,18 +158,9 @@ class Engine:
         """A chat with tools, or with tool calls and results in its history, rendered as llama-server renders it:
         the prompt, its stops, the grammar that holds a call to its function's schema (lazy, from the model's
         call marker on, unless a call is required) and the syntax its answer is parsed with."""
-        functions = json.loads(params["tools"]) if params.get("tools") else []
-        choice = params.get("tool_choice") or ("auto" if functions else "none")
-        if isinstance(choice, dict):  # one named function: the only one offered, and required
-            functions = [f for f in functions if f["function"]["name"] == choice["name"]]
-            choice = "required"
-        parallel = bool(params.get("parallel_tool_calls", True))
-        if not self.templates().caps().get("supports_tool_calls"):
-            return self.generic_tool_prompt(messages, functions, choice, parallel)
-        request = {"messages": messages, "tools": functions or None, "tool_choice": choice,
-                   "parallel_tool_calls": parallel}
-        if params.get("response_format"):
-            request["json_schema"] = json.loads(params["response_format"]["schema"])
+        request = generic_tools.chat_request(messages, params, self.templates().caps().get("supports_tool_calls"))
+        if request.get("generic"):
+            return self.generic_tool_prompt(request)
         out = self.templates().apply(request)
         bos = self.llm._model.token_get_text(self.llm.token_bos()) if self.llm.token_bos() >= 0 else ""
         tokens = self.llm.tokenize(out["prompt"].encode(), add_bos=not (bos and out["prompt"].startswith(bos)),
@@ -186,11 +176,11 @@ class Engine:
         return Rendered(tokens, list(out["additional_stops"]), grammar if out["grammar"] else None,
                         frozenset(special), syntax)
 
-    def generic_tool_prompt(self, messages: list[dict], functions: list[dict], choice: str,
-                            parallel: bool) -> Rendered:
+    def generic_tool_prompt(self, request: dict) -> Rendered:
         """For a template that shows no tools: jobs/engine/generic_tools.py. With no tools offered, a plain answer
         (syntax None) after a history shown in words."""
-        tokens, stops = self.chat_prompt(generic_tools.messages(messages, functions, choice, parallel))
+        tokens, stops = self.chat_prompt(request["messages"])
+        functions, choice, parallel = request["functions"], request["tool_choice"], request["parallel_tool_calls"]
         if not functions or choice == "none":
             return Rendered(tokens, stops, None, frozenset(), None)
         grammar = structured.grammar(generic_tools.schema(functions, choice, parallel))

@@ -1,7 +1,7 @@
 """Anthropic's Messages API at /v1/messages with the official `anthropic` client, unchanged (base_url at the panel,
 a panel token as its API key): a message, a streamed one read through the client's own event handling, a tool_use
-round trip (the call, then its tool_result and the answer), count_tokens, max_tokens as a ceiling; and errors in
-Anthropic's shape."""
+round trip (the call, then its tool_result and the answer), count_tokens (the engine's own count, and an estimate
+for a model whose file is not there), max_tokens as a ceiling; and errors in Anthropic's shape."""
 
 import anthropic
 import pytest
@@ -57,6 +57,14 @@ def test_a_tool_use_round_trip(on_the_head, web_server, bob):
     assert second.content[0].type == "text" and second.content[0].text and second.stop_reason != "tool_use"
     assert Job.objects.order_by("pk").last().messages[-1] == {"role": "tool", "tool_call_id": use.id,
                                                                "content": "21 C, clear"}
+
+
+def test_count_tokens_counts_what_the_engine_reads(on_the_head, web_server, bob):
+    client, model = client_for(web_server, bob), on_the_head.model.name
+    for tools in ({}, {"tools": [WEATHER], "tool_choice": {"type": "tool", "name": "get_weather"}}):
+        counted = client.messages.count_tokens(model=model, system="Be brief.", messages=ASK, **tools).input_tokens
+        sent = client.messages.create(model=model, max_tokens=4, system="Be brief.", messages=ASK, **tools)
+        assert counted == sent.usage.input_tokens, (tools, counted, sent.usage)
 
 
 def test_count_tokens_and_errors_in_anthropics_shape(ready, web_server, bob):
