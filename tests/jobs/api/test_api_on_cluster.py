@@ -1,5 +1,6 @@
 """The OpenAI-compatible API on a real deployment over simulated laptops, through the real daphne server:
-a streamed chat equals the whole answer, usage counts are llama.cpp's, embeddings are its mean pooling, a client
+a streamed chat equals the whole answer, usage counts are llama.cpp's, embeddings are its mean pooling, the
+`openai` client fills a nested model and gets a named tool's call, a client
 that hangs up cancels its job, a prompt longer than the context is a 400 naming the numbers, and a request whose
 laptop dies under it gets the retried answer."""
 
@@ -7,6 +8,7 @@ import json
 import re
 import threading
 
+import openai
 import pytest
 import requests
 
@@ -17,6 +19,8 @@ from models_app.llamacpp import oneshot
 from nodes.remote import ssh
 from tests.conftest import wait_until
 from tests.jobs.api.conftest import cosine
+from tests.jobs.api.test_structured_outputs import Person
+from tests.jobs.api.test_tool_calls import WEATHER
 
 QUESTION = "Name three colours and say one thing about each."
 GREEDY = {"temperature": 0, "seed": 7, "top_p": 1.0, "top_k": 40}
@@ -72,6 +76,17 @@ def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, w
     assert [item["index"] for item in found["data"]] == [0, 1], found
     for text, item in zip(texts, found["data"], strict=True):
         assert cosine(item["embedding"], llama_cpp_mean(text)) > 0.999, text
+
+    # The official client over the laptops: a nested pydantic model filled, and a named tool's call.
+    client = openai.OpenAI(base_url=f"{web_server}/v1", api_key=auth["Authorization"].split()[1], max_retries=0)
+    person = client.chat.completions.parse(model=cluster.model.name, response_format=Person, max_tokens=200,
+                                           temperature=0, messages=[{"role": "user", "content": "Describe a person."}])
+    assert isinstance(person.choices[0].message.parsed, Person)
+    called = client.chat.completions.create(
+        model=cluster.model.name, max_tokens=100, temperature=0, messages=[{"role": "user", "content": "Weather?"}],
+        tools=[WEATHER], tool_choice={"type": "function", "function": {"name": "get_weather"}})
+    call = called.choices[0].message.tool_calls[0]
+    assert call.function.name == "get_weather" and isinstance(json.loads(call.function.arguments)["city"], str)
 
 
 def test_a_client_that_hangs_up_cancels_its_job_and_a_long_prompt_is_a_400(cluster, web_server, auth):
