@@ -69,7 +69,7 @@ def answer(engine, schema_format: dict, question: str = "Describe a small town a
     return outcome.text, outcome.finish_reason
 
 
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=16, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(schema=SCHEMAS)
 def test_every_answer_to_a_schema_ends_by_itself_and_validates_or_the_schema_is_refused_in_words(engine, schema):
     try:
@@ -109,7 +109,7 @@ def test_a_greedy_answer_held_to_a_schema_is_the_same_alone_and_beside_others(en
 TOOL_NAMES = st.sampled_from(["get_weather", "find_city", "add", "lookup", "send_mail"])
 
 
-@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=8, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(functions=st.lists(st.tuples(TOOL_NAMES, objects(leaf())), min_size=1, max_size=3,
                           unique_by=lambda tool: tool[0]),
        choice=st.sampled_from(["required", "named"]))
