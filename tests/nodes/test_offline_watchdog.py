@@ -7,16 +7,18 @@ import asyncio
 import time
 
 from asgiref.sync import async_to_sync
-from channels.layers import get_channel_layer
+from channels.layers import DEFAULT_CHANNEL_LAYER, channel_layers
 
 from nodes.metrics import collector
 from nodes.models import Node, NodeStatus
 
 
 def states_heard(group: str, within: float) -> list[dict]:
-    """The laptop states sent to `group` within `within` seconds."""
+    """The laptop states sent to `group` within `within` seconds. Each listen has a layer of its own: the shared
+    one keeps a lock per channel bound to the event loop that first took it, and async_to_sync gives each call a
+    loop of its own (CI: "Lock ... is bound to a different event loop" on the second listen)."""
     async def listen() -> list[dict]:
-        layer = get_channel_layer()
+        layer = channel_layers.make_backend(DEFAULT_CHANNEL_LAYER)
         channel = await layer.new_channel()
         await layer.group_add(group, channel)
         heard, deadline = [], time.monotonic() + within
@@ -30,6 +32,7 @@ def states_heard(group: str, within: float) -> list[dict]:
                     heard.append(message["payload"])
         finally:
             await layer.group_discard(group, channel)
+            await layer.close_pools()
         return heard
 
     return async_to_sync(listen)()
