@@ -1,12 +1,20 @@
 """The coding agents people point at a model server, from npm and unchanged, each getting an answer through the
 panel: Claude Code (`claude -p`, ANTHROPIC_BASE_URL at the panel, its API key a panel token) over the Messages
 API, and Codex CLI (`codex exec`, a custom provider at the panel's Responses API). The bundled model on the head,
-with the context its prompts need (Codex's tools alone are some 4,500 tokens). Each runs with its traffic to its
-maker turned off (no update checks, telemetry or analytics), in a home of its own."""
+with the context its prompts need. Codex runs with its shell tools off (a question, not a task), and the test
+ends at the first of two things: Codex prints the answer, or Codex runs a tool the model called (request_user_input,
+which it always offers) and sends the result back, which shows it read the panel's function-call stream. The
+bundled 135M model calls that tool about one time in two and then again on every turn until Codex's context is
+full (150 to 300 s, no answer); with the shell tools on it ran invented commands the same way.
+Each runs with its traffic to its maker turned off (no update checks, telemetry or analytics), in a home of its own."""
 
+import contextlib
+import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -38,7 +46,7 @@ def run(command: list[str], home: Path, **env: str) -> subprocess.CompletedProce
 
 
 def asked(token_name: str, question: str) -> Job:
-    (job,) = Job.objects.filter(api_token__name=token_name)
+    (job,) = requests(token_name)
     assert job.status == JobStatus.SUCCEEDED, job.error
     assert any(question in str(message["content"]) for message in job.messages), job.messages
     return job
@@ -59,14 +67,17 @@ def test_claude_code_answers_through_the_messages_api(served, web_server, bob, t
 def test_codex_exec_answers_through_the_responses_api(served, web_server, bob, tmp_path):
     home = tmp_path / "codex"
     home.mkdir()
-    (home / "instructions.md").write_text("You are a coding agent. Be brief.")
+    (home / "instructions.md").write_text("You are a coding agent. Be brief. Answer a greeting in words, with no tool.")
     (home / "config.toml").write_text(f"""model = "{served.model.name}"
 model_provider = "panel"
 model_instructions_file = "{home / 'instructions.md'}"
 check_for_update_on_startup = false
+web_search = "disabled"
 [features]
 multi_agent = false
 goals = false
+shell_tool = false
+unified_exec = false
 [analytics]
 enabled = false
 [model_providers.panel]
@@ -74,11 +85,43 @@ name = "clusterpanel"
 base_url = "{web_server}/v1"
 env_key = "PANEL_API_KEY"
 wire_api = "responses"
+request_max_retries = 0
+stream_max_retries = 0
 """)
-    done = run([agent("codex"), "exec", "--skip-git-repo-check", "Say hello."], tmp_path,
-               CODEX_HOME=str(home), PANEL_API_KEY=ApiToken.issue(bob, "codex")[1])
-    assert done.returncode == 0 and done.stdout.strip(), (done.stdout, done.stderr[-2000:])
-    job = asked("codex", "Say hello.")
-    assert job.params["tools"] and "exec_command" in job.params["tools"], "Codex's own function tools were offered"
-    first = done.stdout.strip().splitlines()[0][:20]
-    assert first in job.output, (done.stdout, job.output)
+    codex = subprocess.Popen([agent("codex"), "exec", "--skip-git-repo-check", "Say hello."], cwd=tmp_path,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True,
+                             env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
+                                  "CODEX_HOME": str(home), "PANEL_API_KEY": ApiToken.issue(bob, "codex")[1]})
+    try:
+        wait_for(lambda: codex.poll() is not None or len(requests("codex")) > 1, 300)
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # none left when Codex had answered and exited
+            os.killpg(codex.pid, signal.SIGKILL)  # the npm shim and the Codex binary it started
+        out, err = codex.communicate(timeout=60)
+    first, *after = requests("codex")
+    assert first.status == JobStatus.SUCCEEDED, first.error
+    assert any("Say hello." in str(message["content"]) for message in first.messages), first.messages
+    offered = {tool["function"]["name"] for tool in json.loads(first.params["tools"])}
+    assert "request_user_input" in offered, ("Codex's own function tools were offered", offered)
+    if first.tool_calls:  # the model called one of them: Codex read the call and sent its result back
+        assert after, (out, err[-2000:])
+        call, sent = first.tool_calls[0], after[0].messages
+        assert any((c["id"], c["function"]["name"]) == (call["id"], call["function"]["name"])
+                   for m in sent for c in m.get("tool_calls") or []), (call, sent)
+        assert any(m["role"] == "tool" and m["tool_call_id"] == call["id"] for m in sent), (call, sent)
+    else:
+        assert codex.returncode == 0 and out.strip(), (out, err[-2000:])
+        assert out.strip().splitlines()[0][:20] in first.output, (out, first.output)
+
+
+def requests(token_name: str) -> list[Job]:
+    return list(Job.objects.filter(api_token__name=token_name).order_by("pk"))
+
+
+def wait_for(done, within: float):
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        if found := done():
+            return found
+        time.sleep(0.2)
+    raise AssertionError(f"nothing happened in {within} s")
