@@ -3,9 +3,9 @@ answer; once the oldest turns no longer fit, the model is given the newest ones 
 
 Each turn is a long question (53 tokens) and a short answer (8 tokens): a turn is ~72 tokens, so the oldest turns
 are first left out at about turn 14, and the last turns answer past the context (the 2048 tokens and thirty turns
-this test had took three minutes of a loaded machine's CI for the same checks). Answers cost the most per token (a decode step at a time across the laptops,
-where a question is read in one batch), and a turn that leaves turns out reads its whole prompt again (~2000
-tokens, the longest step of all): 64-token answers made seven such turns."""
+this test had took three minutes of a loaded machine's CI for the same checks). Answers cost the most per token
+(a decode step at a time across the laptops, where a question is read in one batch), and a turn that leaves turns
+out reads its whole prompt again (~1000 tokens, the longest step of all): 64-token answers made many such turns."""
 
 import pytest
 from django.test import Client
