@@ -29,7 +29,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from clusterpanel.accounts import apiauth
 from jobs.api import embeddings, inputs, openai_api
-from jobs.api.caught import PARTED, Caught, text_parted
+from jobs.api.caught import PARTED, Caught, CaughtCalls, sent_call, text_parted
 from jobs.api.inputs import InputError
 from jobs.api.openai_api import Request, Shapes
 from jobs.api.openai_models import model_list
@@ -269,7 +269,7 @@ class Answer:
         await sync_to_async(cancel_unfinished)(self.job.pk)
 
     async def sse(self, waits: str | None) -> AsyncIterator[str]:
-        sent, calls, entries = [], set(), []  # the text and tool calls (by index) sent; logprobs not yet sent
+        sent, calls, entries = [], {}, []  # the text and tool calls (by index) sent; logprobs not yet sent
         try:
             if waits:
                 async for line in self.keep_alive(waits):
@@ -277,7 +277,8 @@ class Answer:
             if self.shapes.chat:
                 yield data(self.shapes.chunk(role=True))
             while True:
-                caught, events, event = Caught("".join(sent)), self.all_events(), {}
+                caught, caught_calls = Caught("".join(sent)), CaughtCalls(calls)
+                events, event = self.all_events(), {}
                 async for event in events:
                     if event["event"] == "token":
                         text = caught.new(event["text"])
@@ -287,13 +288,19 @@ class Answer:
                             sent.append(text)
                             yield data(self.shapes.chunk(text, entries=entries))
                             entries = []
+                        elif caught.behind:  # a token the client has: its logprobs went with it the first time
+                            entries = []
                     elif event["event"] == "logprob":
                         entries.append({key: event[key] for key in ("token", "logprob", "bytes", "top_logprobs")})
                     elif event["event"] == "tool_call" and self.shapes.chat:
-                        calls.add(event["index"])
-                        yield data(self.shapes.call_chunk(event))
+                        delta = caught_calls.new(event)
+                        if delta is None:
+                            break
+                        if delta:
+                            sent_call(calls, delta)
+                            yield data(self.shapes.call_chunk(delta))
                     elif event["event"] == "restart":  # run again from its start: held against what was sent
-                        caught = Caught("".join(sent))
+                        caught, caught_calls = Caught("".join(sent)), CaughtCalls(calls)
                     elif event["event"] == "done":
                         break
                 await events.aclose()
@@ -303,7 +310,7 @@ class Answer:
                         yield line
                     if followed[-1]:
                         continue  # the retry's events, from where the client's text ends
-                if text_parted(event, caught):
+                if text_parted(event, caught, caught_calls):
                     await sync_to_async(queueing.part)(self.job.pk, "".join(sent), PARTED)
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
@@ -354,15 +361,19 @@ class Answer:
             except StopAsyncIteration:
                 return
 
-    def closing(self, done: dict, sent: str, calls: set[int] = frozenset(), entries: list[dict] = ()) -> list[str]:
+    def closing(self, done: dict, sent: str, calls: dict | None = None, entries: list[dict] = ()) -> list[str]:
         if done.get("status") == JobStatus.FAILED:
             return [data(openai_api.failure(done, self.wanted)[1]), "data: [DONE]\n\n"]
         output = done.get("output") or ""
         rest = output[len(sent):] if output.startswith(sent) else ""  # tokens an hour-old replay no longer holds
         lines = [data(self.shapes.chunk(rest, entries=list(entries)))] if rest or entries else []
-        for index, call in enumerate(done.get("tool_calls") or []):  # calls the stream did not carry, whole
-            if index not in calls and self.shapes.chat:
+        for index, call in enumerate((done.get("tool_calls") or []) if self.shapes.chat else []):
+            have, arguments = (calls or {}).get(index), call["function"]["arguments"]
+            if have is None:  # a call the stream did not carry, whole
                 lines.append(data(self.shapes.call_chunk({"index": index, "id": call["id"], **call["function"]})))
+            elif arguments.startswith(have["arguments"]) and arguments != have["arguments"]:  # its rest
+                lines.append(data(self.shapes.call_chunk({"index": index,
+                                                          "arguments": arguments[len(have["arguments"]):]})))
         lines.append(data(self.shapes.chunk(None if self.shapes.chat else "", openai_api.finish_reason(done))))
         if self.wanted.include_usage:
             lines.append(data(self.shapes.usage_chunk(done)))
