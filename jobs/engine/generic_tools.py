@@ -23,18 +23,22 @@ def chat_request(history: list[dict], params: dict, native: bool) -> dict:
         functions = [f for f in functions if f["function"]["name"] == choice["name"]]
         choice = "required"
     parallel = bool(params.get("parallel_tool_calls", True))
+    answer = json.loads(params["response_format"]["schema"]) if params.get("response_format") else None
     if not native:
-        return {"messages": messages(history, functions, choice, parallel), "generic": True, "functions": functions,
-                "tool_choice": choice, "parallel_tool_calls": parallel}
+        return {"messages": messages(history, functions, choice, parallel, answer), "generic": True,
+                "functions": functions, "tool_choice": choice, "parallel_tool_calls": parallel, "answer": answer}
     request = {"messages": history, "tools": functions or None, "tool_choice": choice, "parallel_tool_calls": parallel}
-    if params.get("response_format"):
-        request["json_schema"] = json.loads(params["response_format"]["schema"])
+    if answer is not None:
+        request["json_schema"] = answer
     return request
 
 
-def schema(functions: list[dict], choice: str, parallel: bool) -> dict:
-    """The JSON schema an answer is held to: calls of `functions`, or (choice "auto") a response in words."""
-    parameters, defs = hoisted(functions)
+def schema(functions: list[dict], choice: str, parallel: bool, answer: dict | None = None) -> dict:
+    """The JSON schema an answer is held to: calls of `functions`, or (choice "auto") a response in words, or one
+    held to `answer` (the request's response_format) where it has one."""
+    held = [{"function": {"parameters": answer}}] if answer is not None else []
+    parameters, defs = hoisted([*functions, *held])
+    response = parameters.pop() if held else {"type": "string"}
     call = {"anyOf": [{"type": "object", "properties": {"name": {"const": f["function"]["name"]},
                                                          "arguments": arguments_schema},
                        "required": ["name", "arguments"], "additionalProperties": False}
@@ -44,7 +48,7 @@ def schema(functions: list[dict], choice: str, parallel: bool) -> dict:
              "required": ["tool_calls"], "additionalProperties": False}
     if choice != "auto":
         return {**calls, "$defs": defs} if defs else calls
-    words = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
+    words = {"type": "object", "properties": {"response": response}, "required": ["response"],
              "additionalProperties": False}
     return {"anyOf": [calls, words], **({"$defs": defs} if defs else {})}
 
@@ -84,13 +88,17 @@ def hoisted(functions: list[dict]) -> tuple[list[dict], dict]:
     return found, defs
 
 
-def messages(history: list[dict], functions: list[dict], choice: str, parallel: bool) -> list[dict]:
+def messages(history: list[dict], functions: list[dict], choice: str, parallel: bool,
+             answer: dict | None = None) -> list[dict]:
     """The conversation as a template without tools can show it: the tools in the system prompt, the assistant's
     calls as the JSON it would have answered, and each tool's result as a user message."""
     described = json.dumps([{"name": f["function"]["name"], "description": f["function"].get("description", ""),
                              "parameters": f["function"]["parameters"]} for f in functions], ensure_ascii=False)
     how = "one or more tools" if parallel else "one tool"
-    words = ", or {\"response\": <your answer>} to answer in words" if choice == "auto" else ""
+    words = ""
+    if choice == "auto":
+        words = (", or {\"response\": <your answer>} to answer in words" if answer is None else
+                 f", or {{\"response\": <your answer as JSON of this schema: {json.dumps(answer)}>}} to answer")
     note = PROMPT.format(tools=described, how=how, words=words) if functions else ""
     shown: list[dict] = []
     for message in history:
@@ -120,23 +128,27 @@ def arguments(text: str):
         return text
 
 
-def parse(text: str) -> dict:
+def parse(text: str, held: bool = False) -> dict:
     """The whole answer read: content and tool_calls as llama.cpp's parser gives them (arguments as the JSON text
     the model wrote); ValueError if it is not the whole JSON the grammar holds it to (cut by max_tokens)."""
     json.loads(text)
-    return partial(text)
+    return partial(text, held)
 
 
 CALLS = re.compile(r'\s*\{\s*"(tool_calls|response)"\s*:\s*')
 CALL = re.compile(r'\s*[\[,]\s*\{\s*"name"\s*:\s*"((?:[^"\\]|\\.)*)"\s*,\s*"arguments"\s*:\s*')
 
 
-def partial(text: str) -> dict:
-    """What the answer written so far holds: the response's text so far, or each call whose name is complete with
-    its arguments' JSON text so far; streamed as they grow (jobs/engine/toolcalls.py)."""
+def partial(text: str, held: bool = False) -> dict:
+    """What the answer written so far holds: the response's text so far (`held` to a response_format: its JSON
+    text, as the content of an answer held to a schema is), or each call whose name is complete with its
+    arguments' JSON text so far; streamed as they grow (jobs/engine/toolcalls.py)."""
     found = CALLS.match(text)
     if found is None:
         return {"content": "", "tool_calls": []}
+    if found.group(1) == "response" and held:
+        end = value_end(text, found.end())
+        return {"content": text[found.end():len(text) if end is None else end], "tool_calls": []}
     if found.group(1) == "response":
         return {"content": string_so_far(text, found.end()), "tool_calls": []}
     calls, at = [], found.end()

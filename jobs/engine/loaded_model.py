@@ -183,8 +183,9 @@ class Engine:
         functions, choice, parallel = request["functions"], request["tool_choice"], request["parallel_tool_calls"]
         if not functions or choice == "none":
             return Rendered(tokens, stops, None, frozenset(), None)
-        grammar = structured.grammar(generic_tools.schema(functions, choice, parallel))
-        return Rendered(tokens, stops, {"grammar": grammar, "kind": "user"}, frozenset(), {"generic": True})
+        grammar = structured.grammar(generic_tools.schema(functions, choice, parallel, request["answer"]))
+        return Rendered(tokens, stops, {"grammar": grammar, "kind": "user"}, frozenset(),
+                        {"generic": True, "held": request["answer"] is not None})
 
     def work(self, key: int, prompt: list[int], params: dict, on_text: Callable[[str], None],
              stops: list[str] = (), reuse: bool = False, rendered: Rendered | None = None) -> Work:

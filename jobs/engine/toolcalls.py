@@ -22,7 +22,7 @@ class ToolCalls:
     def add(self, piece: str) -> None:
         self.text += piece
         if self.syntax.get("generic"):  # JSON held by a grammar (jobs/engine/generic_tools.py)
-            self.send(generic_tools.partial(self.text))
+            self.send(generic_tools.partial(self.text, self.syntax.get("held", False)))
             return
         try:
             found = chat.parse(self.text, self.syntax, partial=True)
@@ -34,7 +34,7 @@ class ToolCalls:
         """The whole answer read: its content and its calls in OpenAI's shape (as much as was sent, if the
         model's text does not parse as a whole, cut by max_tokens)."""
         try:
-            self.send(generic_tools.parse(self.text) if self.syntax.get("generic") else
+            self.send(generic_tools.parse(self.text, self.syntax.get("held", False)) if self.syntax.get("generic") else
                       chat.parse(self.text, self.syntax, partial=False))
         except (chat.ChatError, ValueError, KeyError, TypeError):
             if self.syntax.get("generic") and not (self.content or self.calls):

@@ -64,3 +64,47 @@ def json_of(text: str):
     import json
 
     return json.loads(text)
+
+
+CITY = {"type": "object", "properties": {"city": {"$ref": "#/$defs/Name"}, "people": {"type": "integer"}},
+        "required": ["city", "people"], "additionalProperties": False,
+        "$defs": {"Name": {"type": "string", "maxLength": 30}}}
+
+
+def test_an_answer_in_words_is_held_to_the_requests_response_format():
+    """Tools offered ("auto") with a response_format: a call, or a response that is the schema's JSON (as
+    llama-server holds the content of a tool-using answer to its json_schema), its definitions kept."""
+    schema = generic_tools.schema([function("trip", NAMED)], "auto", parallel=True, answer=CITY)
+    assert structured.grammar(schema), "it becomes a grammar"
+    jsonschema.validate({"response": {"city": "Rome", "people": 3}}, schema)
+    jsonschema.validate({"tool_calls": [{"name": "trip", "arguments": {"city": {"name": "Rome"}}}]}, schema)
+    for bad in ({"response": "Rome, three people"}, {"response": {"city": "Rome"}},
+                {"response": {"city": "x" * 31, "people": 3}}):
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(bad, schema)
+    assert "$defs" in CITY, "the request's schema is untouched"
+    shown = generic_tools.messages([{"role": "user", "content": "Where?"}], [function("trip", NAMED)], "auto",
+                                   True, CITY)
+    assert '"people"' in shown[0]["content"], "the prompt says what the answer is held to"
+
+
+@pytest.mark.parametrize("answer", ['{"response": {"city": "Ro\\"me", "people": [1, {"a": "}"}]}}',
+                                    '{"response": "a string value"}', '{ "response" : 12 }'])
+def test_a_held_response_streams_its_json_text(answer):
+    whole = generic_tools.parse(answer, held=True)
+    assert json_of(whole["content"]) == json_of(answer)["response"], whole
+    for end in range(len(answer) + 1):
+        assert whole["content"].startswith(generic_tools.partial(answer[:end], held=True)["content"]), end
+
+
+def test_a_held_response_goes_out_as_the_answers_content():
+    from jobs.engine.toolcalls import ToolCalls
+
+    sent, calls = [], []
+    answer = ToolCalls(7, {"generic": True, "held": True}, sent.append, calls.append)
+    written = '{"response": {"city": "Paris", "people": 3}}'
+    for at in range(0, len(written), 5):
+        answer.add(written[at:at + 5])
+    content, made = answer.end()
+    assert content == "".join(sent) == '{"city": "Paris", "people": 3}' and not made and not calls, (content, sent)
+    jsonschema.validate(json_of(content), CITY)
