@@ -33,6 +33,7 @@ from nodes.servers import rpcserver
 log = logging.getLogger(__name__)
 NO_ANSWER = "it does not answer over SSH"
 ASK_AT_ONCE = 16  # laptops asked at once whether their rpc-server still runs
+SUPERVISOR_SAW_S = 60.0  # a death the supervisor recorded this recently is the one under the failed jobs
 
 
 def dead_laptops(deployment: Deployment) -> dict[str, str]:
@@ -50,11 +51,21 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
             continue
         server.refresh_from_db()
         if not state.running:
-            dead[node.name] = f"its rpc-server ended: {rpcserver.why_it_ended(state.log_tail)}"
+            dead[node.name] = f"its rpc-server ended: {ended_how(server, state)}"
         elif loaded.get(node.name) and state.pid != loaded[node.name]:
             reason = (server.last_death or "").split("\n", 1)[0] or "it is no longer the one the engine used"
             dead[node.name] = f"its rpc-server ended: {reason} (the panel has started a new one since)"
     return dead
+
+
+def ended_how(server: RpcServer, state: rpcserver.ServerState) -> str:
+    """A stopped server's last words; or, where its log has none, what the supervisor read of them a moment ago:
+    restarting the server, it moved the old log aside, and the new one is no server's yet (CI, loaded: the job
+    said "no exit status recorded" of an rpc-server the supervisor had just found killed by signal 9)."""
+    if rpcserver.EXITED not in state.log_tail and server.last_death and server.last_death_at and \
+            (timezone.now() - server.last_death_at).total_seconds() < SUPERVISOR_SAW_S:
+        return server.last_death.split("\n", 1)[0]
+    return rpcserver.why_it_ended(state.log_tail)
 
 
 def server_state(stage) -> rpcserver.ServerState | ssh.SSHError:
