@@ -60,7 +60,7 @@ def dead_laptops(deployment: Deployment) -> dict[str, str]:
 
 def ended_how(server: RpcServer, state: rpcserver.ServerState) -> str:
     """A stopped server's last words; or, where its log has none, what the supervisor read of them a moment ago:
-    restarting the server, it moved the old log aside, and the new one is no server's yet (CI, loaded: the job
+    restarting the server, it moved the old log aside, and the new one is no server's yet (a loaded run: the job
     said "no exit status recorded" of an rpc-server the supervisor had just found killed by signal 9)."""
     if rpcserver.EXITED not in state.log_tail and server.last_death and server.last_death_at and \
             (timezone.now() - server.last_death_at).total_seconds() < SUPERVISOR_SAW_S:
