@@ -40,9 +40,7 @@ class CaughtCalls:
 
     def new(self, delta: dict) -> dict | None:
         index = delta["index"]
-        made = self.made.setdefault(index, {"name": "", "arguments": ""})
-        made["name"] += delta.get("name", "")
-        made["arguments"] += delta.get("arguments", "")
+        made = sent_call(self.made, delta)
         sent = self.sent.get(index)
         if sent is None:
             return delta
@@ -67,11 +65,12 @@ class CaughtCalls:
         return False
 
 
-def sent_call(calls: dict[int, dict], delta: dict) -> None:
-    """What the client has of each call, as a delta is sent to it."""
+def sent_call(calls: dict[int, dict], delta: dict) -> dict:
+    """A call's delta added to what is had of it (the client's calls, or a retry's so far); the call as it now is."""
     call = calls.setdefault(delta["index"], {"name": "", "arguments": ""})
     call["name"] += delta.get("name", "")
     call["arguments"] += delta.get("arguments", "")
+    return call
 
 
 def text_parted(event: dict, caught: Caught, calls: CaughtCalls | None = None) -> bool:

@@ -14,13 +14,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from clusterpanel.accounts.models import ApiToken
 from jobs.models import Job, JobStatus
+from tests.conftest import wait_until
 from tests.jobs.api.conftest import serving
 from tests.jobs.conftest import head_deployment
 
@@ -93,7 +93,8 @@ stream_max_retries = 0
                              env={"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8",
                                   "CODEX_HOME": str(home), "PANEL_API_KEY": ApiToken.issue(bob, "codex")[1]})
     try:
-        wait_for(lambda: codex.poll() is not None or len(requests("codex")) > 1, 300)
+        wait_until(lambda: codex.poll() is not None or len(requests("codex")) > 1, 300,
+                   "Codex to answer or to send a tool's result back")
     finally:
         with contextlib.suppress(ProcessLookupError):  # none left when Codex had answered and exited
             os.killpg(codex.pid, signal.SIGKILL)  # the npm shim and the Codex binary it started
@@ -116,12 +117,3 @@ stream_max_retries = 0
 
 def requests(token_name: str) -> list[Job]:
     return list(Job.objects.filter(api_token__name=token_name).order_by("pk"))
-
-
-def wait_for(done, within: float):
-    deadline = time.monotonic() + within
-    while time.monotonic() < deadline:
-        if found := done():
-            return found
-        time.sleep(0.2)
-    raise AssertionError(f"nothing happened in {within} s")
