@@ -25,6 +25,9 @@ from tests.jobs.api.conftest import serving
 from tests.jobs.conftest import head_deployment
 
 pytestmark = pytest.mark.timeout(400)
+# Claude Code asks for 32,000 tokens by default; sampled at its temperature the 135M model now and then rambles
+# to the end of its context, minutes on a loaded machine. Labs serving a small model cap it the same way.
+ANSWER_TOKENS = 256
 AGENTS = Path(sys.prefix) / "agents" / "node_modules" / ".bin"  # scripts/setup.sh --test installs them there
 
 
@@ -58,9 +61,10 @@ def test_claude_code_answers_through_the_messages_api(served, web_server, bob, t
                 "--system-prompt", "Be brief.", "--max-turns", "1"], tmp_path,
                ANTHROPIC_BASE_URL=web_server, ANTHROPIC_API_KEY=ApiToken.issue(bob, "claude-code")[1],
                ANTHROPIC_DEFAULT_HAIKU_MODEL=model, CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-               DISABLE_AUTOUPDATER="1")
+               DISABLE_AUTOUPDATER="1", CLAUDE_CODE_MAX_OUTPUT_TOKENS=str(ANSWER_TOKENS))
     assert done.returncode == 0 and done.stdout.strip(), (done.stdout, done.stderr[-2000:])
     job = asked("claude-code", "Say hello.")
+    assert job.params["max_tokens"] == ANSWER_TOKENS, job.params
     assert done.stdout.strip() == job.output.strip(), "Claude Code printed the panel's answer"
 
 
