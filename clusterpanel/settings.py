@@ -275,9 +275,10 @@ RPC_SPIN_COUNT = env_int("RPC_SPIN_COUNT", 100_000)
 # How many times a job interrupted by a laptop's death is retried after the re-plan.
 JOB_RETRIES = env_int("JOB_RETRIES", 1)
 
-# Tokens made within this many ms of the last send travel to listeners together (still one event each):
-# fewer wake-ups per token for a fast model on a small head; 0 sends every token on its own (jobs/queue/stream.py).
-STREAM_HOLD_MS = env_int("STREAM_HOLD_MS", 50)
+# Tokens made within this many ms of the last send travel to listeners together (still one event each): fewer
+# wake-ups per token for a fast model on a very small head. 0 (the default) sends each token as it is made, once
+# per decode step, as llama-server does: held, a person saw tokens arrive in clumps (jobs/queue/stream.py).
+STREAM_HOLD_MS = env_int("STREAM_HOLD_MS", 0)
 
 # Batch files (docs/batch.md): the largest file and the most requests one batch may hold.
 BATCH_MAX_BYTES = env_int("BATCH_MAX_BYTES", 20 << 20)

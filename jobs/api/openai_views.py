@@ -221,20 +221,39 @@ class Answer:
 
     async def first_or_waiting(self) -> str | None:
         """Where the job stands, as soon as it is seen waiting; else None once its first token or its end is in
-        `head`. Asked of the database, not by waiting on events with a timeout: a wait left pending here would
-        go on in the response's stream, where this request's thread is gone."""
+        `head`. Between looks at the database it waits on the job's own events (`Next` keeps a wait that timed
+        out for the next call, so none is left behind): the engine's word that it took the job ends the wait at
+        once, where a sleep between looks once cost a person up to DECIDE_S before the first token."""
         deadline = time.monotonic() + UNTAKEN_S
         while True:
             waits, queued = await sync_to_async(standing_now)(self.job.pk)
-            if waits or not queued:
+            if waits:
+                return waits
+            if not queued:
                 break
             if time.monotonic() > deadline:  # next in line, yet its engine has not taken it: say so meanwhile
                 return f"queued, next in line on deployment #{self.job.deployment_id}; its engine has not taken it yet"
-            await asyncio.sleep(DECIDE_S)
-        if waits:
-            return waits
-        await self.read_until(lambda event: event["event"] in ANSWERING)
+            if await self.taken_within(DECIDE_S):
+                break
+        if not self.done() and not (self.head and self.head[-1]["event"] in ANSWERING):
+            await self.read_until(lambda event: event["event"] in ANSWERING)
         return None
+
+    async def taken_within(self, seconds: float) -> bool:
+        """Events into `head` for up to `seconds`; True once one says the engine took the job, or it answers or
+        ended."""
+        until = time.monotonic() + seconds
+        while (left := until - time.monotonic()) > 0:
+            try:
+                event = await self.next.get(left)
+            except StopAsyncIteration:
+                return True
+            if event is QUIET:
+                return False
+            self.head.append(event)
+            if event["event"] == "done" or taken_or_answering(event):
+                return True
+        return False
 
     async def keep_alive(self, waits: str) -> AsyncIterator[str]:
         """SSE comments (which clients ignore) saying where the job stands, one every STREAM_KEEPALIVE_S however
@@ -378,6 +397,10 @@ class Answer:
         if self.wanted.include_usage:
             lines.append(data(self.shapes.usage_chunk(done)))
         return [*lines, "data: [DONE]\n\n"]
+
+
+def taken_or_answering(event: dict) -> bool:
+    return event["event"] in ANSWERING or (event["event"] == "status" and event.get("status") == JobStatus.RUNNING)
 
 
 def standing_now(job_id: int) -> tuple[str | None, bool]:
