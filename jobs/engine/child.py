@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from clusterpanel.kit.broadcast import broadcast
 from jobs.engine.embedding import EmbeddingError, encoded
-from jobs.engine.loaded_model import Engine, EngineError
+from jobs.engine.loaded_model import Engine, EngineError, kept
 from jobs.engine.sequences import Outcome, Work
 from jobs.engine.toolcalls import ToolCalls
 from jobs.models import Job, JobStatus
@@ -115,8 +115,9 @@ def prepared(job: Job, engine: Engine) -> Work:
     if asked_before_listening(job):
         State.cancels.asked.add(job.pk)
     params = job.params
-    # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs read
-    # their prompts whole; a conversation on the chat page, or a sampled request, reuses a cached prefix.
+    # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs reuse
+    # only a prefix read as their own prompt would be (jobs/engine/pieces.py); a conversation on the chat page,
+    # or a sampled request, reuses any cached prefix.
     reuse = bool(job.conversation_id) or (params.get("seed") is None and params["temperature"] > 0)
     if uses_tools(job):
         try:
@@ -131,7 +132,8 @@ def prepared(job: Job, engine: Engine) -> Work:
         return engine.work(job.pk, rendered.tokens, params, on_text, rendered.stops, reuse, rendered)
     prompt, stops, dropped = job_prompt(engine, job, out)
     job.dropped_messages = dropped
-    return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse)
+    cuts = () if job.is_completion else engine.turn_cuts(kept(job.messages, dropped), prompt)
+    return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse, cuts=cuts)
 
 
 def embed(job: Job, engine: Engine) -> None:

@@ -94,4 +94,4 @@ class Embedder:
 
     def _clear(self, seq: Sequence) -> None:
         self.api.llama_memory_seq_rm(self.batcher.memory, seq.seq_id, 0, -1)
-        seq.cached = []
+        seq.cached, seq.ends = [], []

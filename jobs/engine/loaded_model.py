@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs import structured
-from jobs.engine import generic_tools
+from jobs.engine import generic_tools, pieces
 from jobs.engine.embedding import Embedder
 from jobs.engine.sequences import Batcher, Outcome, Work
 from models_app.llamacpp import cpucheck, libllama
@@ -20,6 +20,12 @@ from models_app.llamacpp.oneshot import LAYER_PLACED, sequences
 
 log = logging.getLogger(__name__)
 GGML_LOG_INFO, GGML_LOG_WARN, GGML_LOG_ERROR, GGML_LOG_CONT = 2, 3, 4, 5  # ggml.h's enum ggml_log_level
+
+
+def kept(messages: list[dict], dropped: int) -> list[dict]:
+    """A conversation with its `dropped` oldest turns left out; a system prompt always stays."""
+    system = messages[:1] if messages and messages[0]["role"] == "system" else []
+    return system + messages[len(system) + dropped:]
 
 
 class EngineError(RuntimeError):
@@ -83,7 +89,8 @@ class Engine:
                  ctx: int, expected_devices: list[str], slots: int = 1) -> None:
         self.model_path, self.endpoints, self.ctx, self.slots = model_path, endpoints, ctx, slots
         self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
-        self.llm, self._formatter, self.batcher, self._templates = None, None, None, None
+        self.llm, self.batcher, self._templates = None, None, None
+        self._formatters = {}
 
     def load(self, progress: Callable[[float], None]) -> None:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
@@ -107,11 +114,12 @@ class Engine:
             raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
         self.batcher = Batcher(self.llm, self.slots)
 
-    def formatter(self):
-        """The model's own chat template, compiled once (a Jinja compile per job would delay every answer)."""
+    def formatter(self, answer: bool = True):
+        """The model's own chat template, compiled once (a Jinja compile per job would delay every answer); with
+        the prompt for the answer at its end, or without it (jobs/engine/pieces.py)."""
         from llama_cpp import llama_chat_format
 
-        if self._formatter is None:
+        if answer not in self._formatters:
             template = self.llm.metadata.get("tokenizer.chat_template")
             if not template:
                 raise EngineError("This model has no chat template; use a completion instead.")
@@ -120,10 +128,10 @@ class Engine:
             def piece(token_id: int) -> str:
                 return vocab.token_get_text(token_id) if token_id >= 0 else ""
 
-            self._formatter = llama_chat_format.Jinja2ChatFormatter(
+            self._formatters[answer] = llama_chat_format.Jinja2ChatFormatter(
                 template=template, eos_token=piece(self.llm.token_eos()), bos_token=piece(self.llm.token_bos()),
-                stop_token_ids=[self.llm.token_eos()])
-        return self._formatter
+                add_generation_prompt=answer, stop_token_ids=[self.llm.token_eos()])
+        return self._formatters[answer]
 
     def chat_prompt(self, messages: list[dict]) -> tuple[list[int], list[str]]:
         """The tokens llama-cpp-python's chat handler would build from the model's own template, and its stops."""
@@ -132,18 +140,27 @@ class Engine:
         stops = formatted.stop if isinstance(formatted.stop, list) else [formatted.stop] if formatted.stop else []
         return tokens, stops
 
+    def turn_cuts(self, messages: list[dict], tokens: list[int]) -> tuple[int, ...]:
+        """Where `chat_prompt(messages)` is read in pieces: after the template's preamble and where each earlier
+        answer begins."""
+        formatted = self.formatter()(messages=messages)
+        bos = not formatted.added_special
+        return pieces.turn_cuts(lambda some, answer: self.formatter(answer)(messages=some).prompt,
+                                lambda text, first: self.llm.tokenize(text.encode(), add_bos=bos and first,
+                                                                      special=True),
+                                messages, formatted.prompt, tokens)
+
     def fitting_chat_prompt(self, messages: list[dict], room: int) -> tuple[list[int], list[str], int]:
         """`chat_prompt` of a conversation, its oldest turns left out until `room` tokens are left for the
         answer; and how many messages were left out. The system prompt and the newest message always stay, and
         turns go a question and its answer together, so roles still alternate."""
-        system = messages[:1] if messages and messages[0]["role"] == "system" else []
-        turns = messages[len(system):]
+        turns = len(messages) - (1 if messages and messages[0]["role"] == "system" else 0)
         dropped = 0
         while True:
-            tokens, stops = self.chat_prompt(system + turns[dropped:])
-            if len(tokens) + room <= self.ctx or len(turns) - dropped <= 1:
+            tokens, stops = self.chat_prompt(kept(messages, dropped))
+            if len(tokens) + room <= self.ctx or turns - dropped <= 1:
                 return tokens, stops, dropped
-            dropped += 2 if len(turns) - dropped > 2 else 1
+            dropped += 2 if turns - dropped > 2 else 1
 
     def templates(self):
         """llama.cpp's own rendering of the model's template (models_app/llamacpp/chat.py), compiled once: the one
@@ -188,7 +205,8 @@ class Engine:
                         {"generic": True, "held": request["answer"] is not None})
 
     def work(self, key: int, prompt: list[int], params: dict, on_text: Callable[[str], None],
-             stops: list[str] = (), reuse: bool = False, rendered: Rendered | None = None) -> Work:
+             stops: list[str] = (), reuse: bool = False, rendered: Rendered | None = None,
+             cuts: tuple[int, ...] = ()) -> Work:
         """A job for the batcher; ContextExceeded if its prompt leaves no room in a sequence's context."""
         limit = self.ctx - len(prompt)
         if limit <= 0:
@@ -196,7 +214,7 @@ class Engine:
                                   f"deployment's context is {self.ctx}; shorten it or deploy with a longer context.")
         return Work(key, prompt, params, [*params.get("stop", []), *stops], on_text,
                     min(params["max_tokens"], limit), reuse, rendered and rendered.grammar,
-                    rendered.special if rendered else frozenset())
+                    rendered.special if rendered else frozenset(), cuts=cuts)
 
     def embedding_tokens(self, inputs: list) -> list[list[int]]:
         """Each input's tokens (a text's, read as a completion's prompt is; a token list checked against the

@@ -13,9 +13,10 @@ lone greedy job gives the tokens a single-process llama-cpp-python run gives.
 
 A sequence's KV cache is kept after its job ends. The next job reuses the
 longest prefix some free sequence already holds (a conversation's next turn
-finds its previous turn there) when it may: `Work.reuse` is False for jobs that
-promise the same answer for the same request (a seed, or greedy), since a prompt
-read in other pieces gives slightly other numbers. Otherwise a free sequence
+finds its previous turn there). A job that promises the same answer for the same
+request (a seed, or greedy: `Work.reuse` False) reuses only a prefix read in the
+very pieces its own prompt is read in (jobs/engine/pieces.py): prompts are read
+in pieces that end at their turns, whatever is cached. Otherwise a free sequence
 next to the busy ones is cleared and taken (see `runs`), the one unused the
 longest among them, so caches of recent jobs stay a while.
 """
@@ -27,7 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jobs import structured
-from jobs.engine import logprobs
+from jobs.engine import logprobs, pieces
 from jobs.engine.constrained import Constrained, Plain
 from jobs.engine.textout import TextOut
 
@@ -55,6 +56,7 @@ class Work:
     special: frozenset[int] = frozenset()  # special tokens shown as text (a model's tool-call markers)
     logprobs: int | None = None  # None: none; else how many likeliest others each token's entry lists
     on_logprob: Callable[[dict], None] | None = None
+    cuts: tuple[int, ...] = ()  # where its prompt's pieces end, besides every STEP_TOKENS (jobs/engine/pieces.py)
 
 
 @dataclass
@@ -75,6 +77,8 @@ class Outcome:
 class Sequence:
     seq_id: int
     cached: list[int] = field(default_factory=list)  # tokens whose keys and values the context holds
+    ends: list[int] = field(default_factory=list)  # where each piece of `cached` read in one step ended
+    plan: list[int] = field(default_factory=list)  # where the pieces of its job's prompt end
     work: Work | None = None
     todo: list[int] = field(default_factory=list)  # prompt tokens not read yet
     last: int | None = None  # the token sampled last, not yet in the cache
@@ -116,6 +120,8 @@ class Batcher:
         if reused < len(seq.cached):
             self.api.llama_memory_seq_rm(self.memory, seq.seq_id, reused, -1)
             del seq.cached[reused:]
+            seq.ends = [end for end in seq.ends if end <= reused]
+        seq.plan = pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
         seq.sampler = self._sampler(work)
         seq.out = TextOut(work.stops)
@@ -129,19 +135,26 @@ class Batcher:
         return self._choose(None)[0]
 
     def _choose(self, work: Work | None) -> tuple[Sequence, int]:
-        """The free sequence holding the longest prefix of the prompt (at least one prompt token is always read
-        again, for its logits); else one that keeps the busy sequences in as few runs of consecutive ids as
-        can be (`runs`), and among those the one free the longest."""
+        """The free sequence holding the longest prefix of the prompt that the job may reuse (at least one prompt
+        token is always read again, for its logits); else one that keeps the busy sequences in as few runs of
+        consecutive ids as can be (`runs`), and among those the one free the longest."""
         free = [seq for seq in self.sequences if seq.work is None]
         if not free:
             raise DecodeError("no free sequence")
-        if work is not None and work.reuse:
-            best = max(free, key=lambda seq: (common_prefix(seq.cached, work.prompt), seq.freed))
-            shared = min(common_prefix(best.cached, work.prompt), len(work.prompt) - 1)
+        if work is not None:
+            best = max(free, key=lambda seq: (self._reusable(seq, work), seq.freed))
+            shared = self._reusable(best, work)
             if shared > 0:
                 return best, shared
         busy = {seq.seq_id for seq in self.sequences if seq.work is not None}
         return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
+
+    @staticmethod
+    def _reusable(seq: Sequence, work: Work) -> int:
+        shared = min(common_prefix(seq.cached, work.prompt), len(work.prompt) - 1)
+        if work.reuse:
+            return shared
+        return pieces.exact_prefix(seq.ends, pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS), shared)
 
     def _sampler(self, work: Work):
         """The chain llama-cpp-python's `_init_sampler` builds for these parameters, and beside it the grammar
@@ -203,7 +216,9 @@ class Batcher:
             room = STEP_TOKENS - n
             if room <= 0:
                 break
-            piece = min(room, len(seq.todo), PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
+            at = len(seq.cached)
+            planned = next((end for end in seq.plan if end > at), at + len(seq.todo)) - at
+            piece = min(room, planned, PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
             n = self._put(n, seq, tokens, logits_last=not seq.todo)
             if not seq.todo:
@@ -221,6 +236,7 @@ class Batcher:
             batch.logits[n] = logits_last and i == len(tokens) - 1
             n += 1
         seq.cached.extend(tokens)
+        seq.ends.append(len(seq.cached))
         return n
 
     def _sample(self, seq: Sequence, row: int) -> bool:
@@ -294,7 +310,7 @@ class Batcher:
         """Clear every sequence's cache (the next jobs read their prompts whole)."""
         self.api.llama_memory_clear(self.memory, True)
         for seq in self.sequences:
-            seq.cached = []
+            seq.cached, seq.ends = [], []
 
 
 def runs(seq_ids: set[int]) -> int:
