@@ -89,6 +89,11 @@ def deployments() -> Iterator[Metric]:
                                  "From a job's start to its first token.", labels=labels)
     duration = HistogramMetricFamily("clusterpanel_job_duration_seconds", "From a job's start to its end.",
                                      labels=labels)
+    drafting = {name: GaugeMetricFamily(f"clusterpanel_deployment_{name}", text, labels=labels) for name, text in (
+        ("draft_tokens", "Most tokens an answer drafts per step (speculative decoding by n-gram drafting; 0: off)."),
+        ("draft_kept_ratio", "Share of drafted tokens its steps kept, over the engine's last few seconds."),
+        ("tokens_per_trip", "Tokens made per step through the model, over the engine's last few seconds."),
+    )}
     shown = list(Deployment.objects.exclude(status=DeploymentStatus.STOPPED).select_related("model"))
     counted = job_counts([d.pk for d in shown])
     for deployment in shown:
@@ -103,7 +108,12 @@ def deployments() -> Iterator[Metric]:
             tokens.add_metric(names, float(found["generated"]))
         ttft.add_metric(names, *found.get("time_to_first_token_s", EMPTY))
         duration.add_metric(names, *found.get("duration_s", EMPTY))
-    yield from (state, slots, busy, queue, tokens, ttft, duration)
+        drafting["draft_tokens"].add_metric(names, float(deployment.draft_tokens))
+        report = (deployment.engine or {}).get("draft") or {}
+        for name, key in (("draft_kept_ratio", "kept"), ("tokens_per_trip", "per_trip")):
+            if isinstance(report.get(key), int | float):
+                drafting[name].add_metric(names, float(report[key]))
+    yield from (state, slots, busy, queue, tokens, ttft, duration, *drafting.values())
 
 
 EMPTY = ([*((floatToGoString(b), 0.0) for b in BUCKETS), ("+Inf", 0.0)], 0.0)

@@ -2,6 +2,7 @@ import uuid
 from pathlib import Path
 
 from django.conf import settings
+from django.core.validators import MaxValueValidator
 from django.db import models
 
 from clusterpanel.kit.url_names import NotARoute
@@ -77,6 +78,9 @@ class DeploymentStatus(models.TextChoices):
     STOPPED = "stopped", "Stopped"
 
 
+MAX_DRAFT_TOKENS = 32  # drafted tokens a sequence's step may carry: past a few, a wrong guess costs more than it saves
+
+
 class Deployment(models.Model):
     """A model split across the head and an ordered list of laptops, following one plan."""
 
@@ -102,6 +106,10 @@ class Deployment(models.Model):
     preparing_by = models.CharField(max_length=200, blank=True)
     # Made by the on-call scheduler (models_app/oncall/service.py), not by an admin: stopped when idle, evictable.
     on_call = models.BooleanField(default=False)
+    draft_tokens = models.PositiveSmallIntegerField(
+        default=0, validators=[MaxValueValidator(MAX_DRAFT_TOKENS)],
+        help_text="Speculative decoding by n-gram drafting: the most tokens an answer drafts per step, which one "
+                  "step through the pipeline then checks together (0: none). Its engine takes a change at once.")
 
     class Meta:
         ordering = ["-created"]

@@ -17,6 +17,7 @@ urlpatterns = [
     path("deployments/<int:pk>/replan/", plan_views.deploy_again, {"ready_only": True}, name="replan"),
     path("deployments/<int:pk>/verify/", plan_views.verify_deployment, name="verify"),
     path("deployments/<int:pk>/default/", plan_views.make_default, name="default"),
+    path("deployments/<int:pk>/drafting/", plan_views.drafting, name="drafting"),
     path("deployments/<int:pk>/jobs/", views.running_jobs, name="running-jobs"),
     path("<slug:name>/", views.model_detail, name="detail"),
     path("<slug:name>/rename/", views.rename_model, name="rename"),

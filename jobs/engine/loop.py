@@ -54,6 +54,7 @@ class Server:
     def __init__(self, deployment: Deployment, engine: Engine) -> None:
         self.deployment, self.engine = deployment, engine
         self.batcher: Batcher = engine.batcher
+        self.batcher.draft_most = deployment.draft_tokens
         self.jobs: dict[int, Job] = {}  # running here: job id → job
         self.alone: Job | None = None  # claimed, waiting for the others to end so that it runs by itself
         self.looked_at = self.checked_at = self.reported_at = 0.0
@@ -61,6 +62,7 @@ class Server:
         self.freed = True  # a sequence came free since the database was last asked
         self.news = False  # jobs started or ended since the page and the waiting jobs were last told
         self.rate = Rate()
+        self.drafting = Drafting()
 
     def serve(self) -> None:
         child.State.out.deferring = True
@@ -122,6 +124,7 @@ class Server:
             self.checked_at = now
             self.deployment.refresh_from_db()
             self.taking = child.current(self.deployment)
+            self.batcher.draft_most = self.deployment.draft_tokens  # an admin's change, taken at once
         return self.taking
 
     def begin(self, job: Job) -> None:
@@ -203,7 +206,27 @@ class Server:
             return
         self.reported_at = now
         child.set_engine(self.deployment, slots=len(self.batcher.sequences), busy=len(self.jobs),
-                          jobs=sorted(self.jobs), tokens_per_s=round(self.rate.per_second(), 1), at=time.time())
+                          jobs=sorted(self.jobs), tokens_per_s=round(self.rate.per_second(), 1),
+                          draft=self.drafting.since_last(self.batcher), at=time.time())
+
+
+class Drafting:
+    """Speculative decoding since the last report: the share of drafted tokens kept, and tokens made per step
+    through the model (1 without drafting)."""
+
+    def __init__(self) -> None:
+        self.counts = (0, 0, 0, 0)
+
+    def since_last(self, batcher: Batcher) -> dict:
+        now = (batcher.drafted, batcher.accepted, batcher.trips, batcher.generated)
+        drafted, kept, trips, made = (b - a for a, b in zip(self.counts, now, strict=True))
+        self.counts = now
+        found = {"tokens": batcher.draft_most}
+        if drafted:
+            found["kept"] = round(kept / drafted, 3)
+        if trips:
+            found["per_trip"] = round(made / trips, 2)
+        return found
 
 
 class Rate:

@@ -30,12 +30,16 @@ from dataclasses import dataclass, field
 from jobs import structured
 from jobs.engine import logprobs, pieces
 from jobs.engine.constrained import Constrained, Plain
+from jobs.engine.drafting import DraftLength, NgramIndex
 from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
 PREFILL_BESIDE_OTHERS = 64  # prompt tokens a sequence reads per step while others are generating
 LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's last_n_tokens_size)
 MIN_P = 0.05  # llama-cpp-python's default for create_completion, which the engine used before
+
+
+CUT_SHORT = -1  # in `Sequence.ends`: a piece whose step also read drafted tokens it then forgot
 
 
 class DecodeError(RuntimeError):
@@ -57,6 +61,7 @@ class Work:
     logprobs: int | None = None  # None: none; else how many likeliest others each token's entry lists
     on_logprob: Callable[[dict], None] | None = None
     cuts: tuple[int, ...] = ()  # where its prompt's pieces end, besides every STEP_TOKENS (jobs/engine/pieces.py)
+    draft: bool = True  # drafts tokens when its batcher drafts (jobs/engine/drafting.py)
 
 
 @dataclass
@@ -71,6 +76,9 @@ class Outcome:
     cancelled: bool = False
     pieces: list[str] = field(default_factory=list)
     logprobs: list[dict] | None = None  # one entry a token (jobs/engine/logprobs.py), when asked
+    drafted: int = 0  # tokens drafted for it, and how many of those its steps kept
+    accepted: int = 0
+    trips: int = 0  # steps through the model that sampled for it
 
 
 @dataclass
@@ -82,11 +90,14 @@ class Sequence:
     work: Work | None = None
     todo: list[int] = field(default_factory=list)  # prompt tokens not read yet
     last: int | None = None  # the token sampled last, not yet in the cache
+    sampled: int | None = None  # the token sampled last, an end of generation included
     sampler: object = None
     out: TextOut | None = None
     outcome: Outcome | None = None
     started: float = 0.0
     freed: float = 0.0
+    index: NgramIndex | None = None  # its tokens, for drafting
+    length: DraftLength | None = None
 
     @property
     def generating(self) -> bool:
@@ -94,9 +105,10 @@ class Sequence:
 
 
 class Batcher:
-    def __init__(self, llm, slots: int) -> None:
+    def __init__(self, llm, slots: int, draft_most: int = 0) -> None:
         import llama_cpp
 
+        self.draft_most = draft_most  # most tokens a sequence drafts per step (0: none)
         self.api, self.llm = llama_cpp, llm
         self.ctx = llm._ctx.ctx
         self.vocab = llm._model.vocab
@@ -105,6 +117,7 @@ class Batcher:
         self.batch = llama_cpp.llama_batch_init(STEP_TOKENS, 0, 1)
         self.eos = llm.token_eos()
         self.generated = 0  # tokens sampled since the engine started, over all sequences
+        self.drafted = self.accepted = self.trips = 0  # likewise: tokens drafted, drafted tokens kept, steps sampled
 
     @property
     def busy(self) -> list[Sequence]:
@@ -124,6 +137,10 @@ class Batcher:
         seq.plan = pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
         seq.sampler = self._sampler(work)
+        seq.index = seq.length = None
+        if self.draft_most and work.draft:
+            seq.index, seq.length = NgramIndex(), DraftLength(self.draft_most)
+            seq.index.add(work.prompt)
         seq.out = TextOut(work.stops)
         seq.outcome = Outcome(prompt_tokens=len(work.prompt), reused_tokens=reused)
         seq.started = time.monotonic()
@@ -197,20 +214,26 @@ class Batcher:
         if code != 0:
             raise DecodeError(f"llama_decode returned {code}")
         ended = []
-        for seq, row in rows:
+        for seq, row, drafts in rows:
             key = seq.work.key
-            if self._sample(seq, row):
+            if self._verify(seq, row, drafts):
                 ended.append((key, seq.outcome))
         return ended
 
-    def _fill(self) -> list[tuple[Sequence, int]]:
-        """Put this step's tokens in the batch: a token for every generating sequence, then prompt pieces.
-        Returns the sequences that sample after the step, with the row of their logits."""
+    def _fill(self) -> list[tuple[Sequence, int, list[int]]]:
+        """Put this step's tokens in the batch: for every generating sequence its last token and its draft, then
+        prompt pieces. Returns the sequences that sample after the step, with the row of their first logits and
+        the tokens they drafted."""
         batch, n, rows = self.batch, 0, []
         generating = [seq for seq in self.sequences if seq.generating]
-        for seq in generating:
-            n = self._put(n, seq, [seq.last], logits_last=True)
-            rows.append((seq, n - 1))
+        drafted = [self._drafts(seq, STEP_TOKENS // max(len(generating), 1) - 1) for seq in generating]
+        # llama.cpp reads a step in one pass only where every sequence brings as many tokens (split_equal): with
+        # several generating, all draft as many as the one that drafts least, or none.
+        common = min(map(len, drafted), default=0)
+        for seq, drafts in zip(generating, drafted, strict=True):
+            drafts = drafts[:common]
+            n = self._put(n, seq, [seq.last, *drafts], logits_from=0)
+            rows.append((seq, n - 1 - len(drafts), drafts))
         reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
         for seq in reading:
             room = STEP_TOKENS - n
@@ -220,34 +243,68 @@ class Batcher:
             planned = next((end for end in seq.plan if end > at), at + len(seq.todo)) - at
             piece = min(room, planned, PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
-            n = self._put(n, seq, tokens, logits_last=not seq.todo)
+            n = self._put(n, seq, tokens, logits_from=None if seq.todo else len(tokens) - 1)
             if not seq.todo:
-                rows.append((seq, n - 1))
+                rows.append((seq, n - 1, []))
         batch.n_tokens = n
         return rows
 
-    def _put(self, n: int, seq: Sequence, tokens: list[int], logits_last: bool) -> int:
+    def _drafts(self, seq: Sequence, room: int) -> list[int]:
+        if seq.index is None:
+            return []
+        most = min(seq.length.now, seq.work.limit - seq.outcome.completion_tokens - 1, room)
+        return seq.index.draft(most)
+
+    def _put(self, n: int, seq: Sequence, tokens: list[int], logits_from: int | None) -> int:
         batch, pos = self.batch, len(seq.cached)
         for i, token in enumerate(tokens):
             batch.token[n] = token
             batch.pos[n] = pos + i
             batch.n_seq_id[n] = 1
             batch.seq_id[n][0] = seq.seq_id
-            batch.logits[n] = logits_last and i == len(tokens) - 1
+            batch.logits[n] = logits_from is not None and i >= logits_from
             n += 1
         seq.cached.extend(tokens)
         seq.ends.append(len(seq.cached))
         return n
+
+    def _verify(self, seq: Sequence, row: int, drafts: list[int]) -> bool:
+        """Sample the rows of a sequence's step in turn, keeping each drafted token the sample equals, up to the
+        first it does not (its sample takes its place); the cache forgets the drafted tokens not kept. True when
+        the job ended."""
+        outcome, start = seq.outcome, len(seq.cached) - len(drafts)  # where the draft sits in the cache
+        outcome.trips += 1
+        self.trips += 1
+        kept, ended = 0, False
+        for i in range(len(drafts) + 1):
+            ended = self._sample(seq, row + i)
+            if i < len(drafts) and seq.sampled == drafts[i]:
+                kept += 1
+            if ended or i == len(drafts) or seq.sampled != drafts[i]:
+                break
+        if drafts:
+            outcome.drafted, outcome.accepted = outcome.drafted + len(drafts), outcome.accepted + kept
+            self.drafted, self.accepted = self.drafted + len(drafts), self.accepted + kept
+            if not ended:
+                seq.length.kept(len(drafts), kept)
+        if kept < len(drafts):
+            self.api.llama_memory_seq_rm(self.memory, seq.seq_id, start + kept, -1)
+            del seq.cached[start + kept:]
+            # A piece cut short was read in a step of another shape than its length: no plan's piece (pieces.py).
+            seq.ends[-1:] = [CUT_SHORT]
+        return ended
 
     def _sample(self, seq: Sequence, row: int) -> bool:
         """Sample the sequence's next token from its logits; True when its job ended."""
         outcome, work = seq.outcome, seq.work
         if outcome.completion_tokens == 0 and outcome.prompt_seconds is None:
             outcome.prompt_seconds = time.monotonic() - seq.started
-        token = seq.sampler.sample(self.api, self.ctx, row)
+        token = seq.sampled = seq.sampler.sample(self.api, self.ctx, row)
         if self.api.llama_vocab_is_eog(self.vocab, token):
             return self._end(seq, "stop")
         seq.last = token
+        if seq.index is not None:
+            seq.index.add([token])
         outcome.completion_tokens += 1
         self.generated += 1
         if work.logprobs is not None:

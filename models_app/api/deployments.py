@@ -12,6 +12,7 @@ from ninja import Field, Query, Router, Schema, Status
 from clusterpanel.accounts.apiauth import admin_only
 from clusterpanel.kit.apikit import (
     ApiError,
+    Input,
     Page,
     Paging,
     described_as_events,
@@ -24,7 +25,7 @@ from clusterpanel.kit.apikit import (
 from models_app.api.plans import PlanIn, plan_form
 from models_app.deploying import deploy, jobs_above
 from models_app.library import removal
-from models_app.models import Deployment, DeploymentStatus
+from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus
 from models_app.planning.records import PlanningError
 from models_app.tasks import prepare_soon
 
@@ -57,6 +58,8 @@ class DeploymentOut(Schema):
     status: str
     ctx: int
     slots: int
+    draft_tokens: int = Field(description="Speculative decoding by n-gram drafting: the most tokens an answer "
+                                          "drafts per step (0: off).")
     is_default: bool
     created: str
     plan: PlanShort
@@ -84,6 +87,10 @@ class DeploymentDetail(DeploymentOut):
     events: str
 
 
+class DraftingIn(Input):
+    draft_tokens: int = Field(description=f"0 (no drafting) to {MAX_DRAFT_TOKENS}.")
+
+
 class Stopped(Schema):
     id: int
     status: str
@@ -94,7 +101,8 @@ def deployment_summary(deployment: Deployment) -> dict:
     plan = deployment.plan or {}
     return {"id": deployment.pk, "model": deployment.model.name, "model_ids": deployment.model_ids,
             "status": deployment.status, "ctx": deployment.ctx, "slots": deployment.slots,
-            "is_default": deployment.is_default, "created": deployment.created.isoformat(),
+            "draft_tokens": deployment.draft_tokens, "is_default": deployment.is_default,
+            "created": deployment.created.isoformat(),
             "plan": {"mode": plan.get("mode"), "tokens_per_second": plan.get("tokens_per_second"),
                      "bottleneck": plan.get("bottleneck"),
                      "stages": [{"machine": s["machine"], "device": s.get("device", "CPU"), "first_layer": s["first"],
@@ -234,6 +242,17 @@ def again(request: HttpRequest, pk: int,
     prepare_soon(fresh)
     fresh.refresh_from_db()  # the chat's default may have passed to it
     return Status(202, deployment_detail(fresh))
+
+
+@router.post("/{int:pk}/drafting/", response={200: DeploymentDetail, **errors(400, 403, 404)},
+             summary="Turn speculative decoding by n-gram drafting on (the most tokens drafted a step) or off (0)")
+def drafting(request: HttpRequest, pk: int, payload: DraftingIn):
+    deployment = deployment_of(request, pk, "change a deployment's drafting")
+    try:
+        deploy.set_drafting(deployment, payload.draft_tokens)
+    except PlanningError as exc:
+        raise ApiError(str(exc), 400, "draft_tokens") from None
+    return deployment_detail(deployment)
 
 
 @router.delete("/{int:pk}/", response={204: None, **errors(403, 404, 409)}, summary="Remove a stopped or failed one")

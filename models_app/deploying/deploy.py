@@ -15,7 +15,7 @@ from django.db.models import Q
 from clusterpanel.kit import procs
 from models_app.llamacpp import oneshot
 from models_app.llamacpp.libllama import LlamaCppError
-from models_app.models import Deployment, DeploymentStage, DeploymentStatus, GgufModel
+from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStage, DeploymentStatus, GgufModel
 from models_app.planning import words as plan_words
 from models_app.planning.planner import Plan, laptop_stages
 from models_app.planning.records import PlanningError, as_record, make_plan
@@ -353,12 +353,24 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
     with transaction.atomic():
         fresh = create(deployment.model, nodes, deployment.ctx, mode, user=user, manual=manual,
                        head_layers=head_layers, preseed=deployment.preseed, slots=deployment.slots)
+        set_drafting(fresh, deployment.draft_tokens)
         if deployment.is_active:
             stop(deployment, detail=f"Replaced by deployment #{fresh.pk}.")
         if deployment.is_default:
             Deployment.objects.filter(pk=deployment.pk).update(is_default=False)
             Deployment.objects.filter(pk=fresh.pk).update(is_default=True)
     return fresh
+
+
+def set_drafting(deployment: Deployment, tokens: int) -> None:
+    """Speculative decoding by n-gram drafting, up to `tokens` a step (0: off). It changes neither the plan nor
+    memory, so its engine takes it within seconds, between two steps (jobs/engine/loop.py). PlanningError, with
+    nothing changed, for a number out of range."""
+    if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_DRAFT_TOKENS:
+        raise PlanningError(f"Draft tokens must be a whole number from 0 (no drafting) to {MAX_DRAFT_TOKENS}; "
+                            f"{tokens!r} is not.")
+    Deployment.objects.filter(pk=deployment.pk).update(draft_tokens=tokens)
+    deployment.draft_tokens = tokens
 
 
 def per_laptop_counts(stages: list[dict]) -> list[int]:

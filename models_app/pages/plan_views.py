@@ -13,7 +13,7 @@ from clusterpanel.kit.idfields import IdChoiceField, IdMultipleChoiceField
 from clusterpanel.kit.natural import natural_key
 from models_app.deploying import deploy, jobs_above
 from models_app.library import removal
-from models_app.models import Deployment, DeploymentStatus, GgufModel
+from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus, GgufModel
 from models_app.planning import words as plan_words
 from models_app.planning.records import (
     MAX_SLOTS,
@@ -154,7 +154,8 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
     return render(request, "models_app/deployment.html", {"deployment": deployment, "stages": stages,
                                                            "troubles": troubles(deployment, stages),
                                                            "charts": [{"title": "", "plan": deployment.plan}],
-                                                           "accuracy": accuracy(deployment.plan)})
+                                                           "accuracy": accuracy(deployment.plan),
+                                                           "max_draft_tokens": MAX_DRAFT_TOKENS})
 
 
 def troubles(deployment: Deployment, stages) -> list[dict]:
@@ -275,6 +276,22 @@ def make_default(request: HttpRequest, pk: int) -> HttpResponse:
         messages.error(request, str(exc))
     else:
         messages.success(request, f"{deployment} is now the chat page's default.")
+    return redirect("models:deployment", pk=pk)
+
+
+@lab_admin_required
+@require_POST
+def drafting(request: HttpRequest, pk: int) -> HttpResponse:
+    """Speculative decoding by n-gram drafting, on (the most tokens drafted a step) or off (0)."""
+    deployment = get_object_or_404(Deployment, pk=pk)
+    given = request.POST.get("draft_tokens", "").strip()
+    try:
+        deploy.set_drafting(deployment, int(given) if given.isdigit() else given)
+    except PlanningError as exc:
+        messages.error(request, f"Drafting is unchanged: {exc}")
+    else:
+        messages.success(request, f"Drafting up to {deployment.draft_tokens} tokens a step: its engine takes it within "
+                                  "seconds." if deployment.draft_tokens else "Drafting is off.")
     return redirect("models:deployment", pk=pk)
 
 

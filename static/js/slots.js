@@ -22,6 +22,13 @@ function rate(engine) {
   return fresh && Number.isFinite(engine.tokens_per_s) ? Math.max(engine.tokens_per_s, 0) : 0;
 }
 
+// Speculative decoding while it generates (as activity.py `drafting`): the share of drafts kept, tokens a step.
+function drafting(engine) {
+  const draft = engine.draft;
+  if (!rate(engine) || !draft || !Number.isFinite(draft.kept) || !Number.isFinite(draft.per_trip)) return null;
+  return `drafts ${Math.round(100 * draft.kept)}% kept, ${draft.per_trip.toFixed(2)} tokens a step`;
+}
+
 function slotLine(slots, busy, engine) {
   const boxes = element("span", "slot-boxes");
   boxes.setAttribute("aria-hidden", "true");  // the count in words says the same
@@ -29,6 +36,8 @@ function slotLine(slots, busy, engine) {
   const line = element("p", "slot-line");
   line.append(boxes, element("span", "slot-count", `Slots: ${busy} of ${slots} busy`), " · ",
     element("span", "slot-rate", `${rate(engine).toFixed(1)} tokens/s`));
+  const draft = drafting(engine);
+  if (draft) line.append(" · ", element("span", "slot-draft", draft));
   return line;
 }
 

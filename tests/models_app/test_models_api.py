@@ -104,3 +104,30 @@ def test_a_deployment_by_script_from_plan_to_removal(admin, user, lab):
     assert admin.delete(f"/api/deployments/{new['id']}/").status_code == 204
     assert not Deployment.objects.filter(pk=new["id"]).exists()
     assert admin.get("/api/deployments/99999999999999999999/").status_code == 404
+
+
+def test_drafting_by_script_and_on_its_page_keeps_to_its_range_and_carries_to_a_redeploy(admin, user, lab, client,
+                                                                                        alice):
+    made = admin.post("/api/deployments/", PLAN, "application/json").json()
+    url = f"/api/deployments/{made['id']}/drafting/"
+    assert made["draft_tokens"] == 0, "off unless asked"
+    on = admin.post(url, {"draft_tokens": 6}, "application/json")
+    assert on.status_code == 200 and on.json()["draft_tokens"] == 6
+    for wrong in (33, -1, "6", 2.5, None, True):
+        refused = admin.post(url, {"draft_tokens": wrong}, "application/json")
+        assert refused.status_code in (400, 422), (wrong, refused.content)
+    assert admin.post(url, {"draft_tokens": 99}, "application/json").json()["field"] == "draft_tokens"
+    assert "from 0 (no drafting) to 32" in admin.post(url, {"draft_tokens": 99}, "application/json").json()["error"]
+    assert user.post(url, {"draft_tokens": 2}, "application/json").status_code == 403
+    assert Deployment.objects.get(pk=made["id"]).draft_tokens == 6, "refusals changed nothing"
+    again = admin.post(f"/api/deployments/{made['id']}/again/").json()
+    assert again["draft_tokens"] == 6, "a redeploy drafts as the deployment it replaces"
+
+    client.force_login(alice)
+    page = f"/models/deployments/{again['id']}/"
+    assert 'name="draft_tokens"' in client.get(page).content.decode()
+    client.post(f"/models/deployments/{again['id']}/drafting/", {"draft_tokens": "abc"})
+    assert Deployment.objects.get(pk=again["id"]).draft_tokens == 6
+    assert "Drafting is unchanged" in client.get(page).content.decode()
+    client.post(f"/models/deployments/{again['id']}/drafting/", {"draft_tokens": "0"})
+    assert Deployment.objects.get(pk=again["id"]).draft_tokens == 0

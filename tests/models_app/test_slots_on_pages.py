@@ -32,6 +32,15 @@ def test_it_reads_slots_and_a_fresh_rate_from_the_engine():
     assert load["boxes"] == [True, True, False, False] and load["tokens_per_s"] == 31.25
 
 
+def test_it_reads_what_drafting_kept_while_it_is_fresh_and_takes_odd_values():
+    drafting = {"tokens": 8, "kept": 0.734, "per_trip": 2.41}
+    assert engine_load(engine(draft=drafting), NOW)["draft"] == {"kept_percent": 73, "per_trip": 2.41}
+    assert engine_load(engine(draft=drafting, at=NOW - 6), NOW)["draft"] is None, "stale: nothing drafts now"
+    assert engine_load(engine(draft={"tokens": 8}), NOW)["draft"] is None, "nothing drafted since the last report"
+    for odd in ("x", {"kept": "1", "per_trip": 2}, {"kept": float("nan"), "per_trip": 2.0}, None):
+        assert engine_load(engine(draft=odd), NOW)["draft"] is None
+
+
 def test_it_shows_0_tokens_per_s_once_the_rate_is_older_than_5_s():
     assert engine_load(engine(at=NOW - 4.5), NOW)["tokens_per_s"] == 31.25
     assert engine_load(engine(at=NOW - 6), NOW)["tokens_per_s"] == 0.0
@@ -58,6 +67,10 @@ def test_the_deployment_page_shows_its_slots_and_nothing_without_them(client, al
     page = client.get(url).content.decode()
     assert "Slots: 2 of 4 busy" in page and "31.3 tokens/s" in page and "Running: #7, #9" in page
     assert page.count('class="slot busy"') == 2 and page.count('class="slot"') == 2
+    assert "slot-draft" not in page
+    Deployment.objects.filter(pk=deployment.pk).update(engine=engine(at=time.time(), draft={
+        "tokens": 8, "kept": 0.5, "per_trip": 1.75}))
+    assert "drafts 50% kept, 1.75 tokens a step" in client.get(url).content.decode()
 
 
 def queued(deployment, user, n: int, batch: Batch | None = None) -> None:

@@ -1,0 +1,99 @@
+"""Speculative decoding by n-gram drafting (jobs/engine/drafting.py, sequences.py): the look-up that drafts, the
+draft's length following what is kept; and on the bundled model, a copying answer made in fewer steps than
+tokens, its cache holding exactly the tokens it kept, its limits (max_tokens, stop strings) kept to the token,
+and the same answer each time, greedy or seeded.
+
+Not asserted: that an answer with drafts is the answer without. A step that reads several of a sequence's tokens
+computes them with other kernels than a step of one (llama.cpp's tinyBLAS serves two rows or more, ggml's own
+dot products one), so the logits differ slightly and a near tie can fall the other way: docs/benchmarks.md
+counts how often."""
+
+import pytest
+
+from jobs.engine.drafting import DraftLength, NgramIndex
+from jobs.engine.loaded_model import Engine
+from jobs.engine.sequences import Batcher
+from tests.jobs.conftest import head_engine
+
+pytestmark = pytest.mark.timeout(300)
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": 48, "stop": []}
+TEXT = ("The lighthouse at Cape Wrath was built in 1828 by Robert Stevenson. It stands on a cliff 120 metres above "
+        "the sea, and its light can be seen for 22 nautical miles.")
+COPY = f"Repeat this text exactly:\n\n{TEXT}"
+
+
+def test_it_drafts_what_followed_the_longest_tail_seen_before():
+    index = NgramIndex()
+    index.add([1, 2, 3, 4, 5, 9, 9, 2, 3, 4])
+    assert index.draft(3) == [5, 9, 9], "after 2 3 4 came 5 9 9"
+    assert index.draft(0) == []
+    index.add([7])
+    assert index.draft(4) == [], "4 7 was never seen, nor 7 alone as an n-gram of two"
+    index.add([2, 3])
+    assert index.draft(2) == [4, 7], "the latest 2 3 before the tail was followed by 4 7"
+
+
+def test_the_draft_grows_while_all_is_kept_and_shrinks_to_what_was():
+    length = DraftLength(most=8)
+    assert length.now == 2
+    length.kept(2, 2)
+    length.kept(4, 4)
+    assert length.now == 6
+    length.kept(6, 1)
+    assert length.now == 2
+    length.kept(0, 0)
+    assert length.now == 2, "a step that drafted nothing says nothing"
+    assert DraftLength(most=1).now == 1
+
+
+@pytest.fixture(scope="module")
+def engine() -> Engine:
+    return head_engine(1024, slots=2)
+
+
+def run(engine: Engine, batcher: Batcher, messages: list[dict], params: dict):
+    prompt, stops = engine.chat_prompt(messages)
+    batcher.forget_all()
+    outcome = batcher.add(engine.work(1, prompt, params, lambda text: None, stops, reuse=False))
+    (seq,) = batcher.busy
+    while batcher.busy:
+        batcher.step()
+    return outcome, seq, prompt
+
+
+def cache_ends_at(engine: Engine, batcher: Batcher, seq) -> int:
+    return engine.batcher.api.llama_memory_seq_pos_max(batcher.memory, seq.seq_id) + 1
+
+
+def test_a_copying_answer_takes_fewer_steps_than_tokens_and_its_cache_holds_what_it_kept(engine):
+    drafting = Batcher(engine.llm, 2, draft_most=8)
+    outcome, seq, prompt = run(engine, drafting, [{"role": "user", "content": COPY}], GREEDY)
+    assert outcome.completion_tokens >= 12 and outcome.drafted
+    assert outcome.accepted / outcome.drafted > 0.5, (outcome.accepted, outcome.drafted)
+    assert outcome.trips < outcome.completion_tokens * 0.7, (outcome.trips, outcome.completion_tokens)
+    assert cache_ends_at(engine, drafting, seq) == len(seq.cached), "no drafted token it did not keep"
+    assert seq.cached[:len(prompt)] == prompt
+    again, _, _ = run(engine, drafting, [{"role": "user", "content": COPY}], GREEDY)
+    assert again.text == outcome.text, "the same request, the same answer"
+
+
+def test_drafts_keep_max_tokens_and_stop_strings_to_the_token(engine):
+    drafting = Batcher(engine.llm, 2, draft_most=8)
+    short, seq, _ = run(engine, drafting, [{"role": "user", "content": COPY}], {**GREEDY, "max_tokens": 7})
+    assert (short.completion_tokens, short.finish_reason) == (7, "length")
+    assert cache_ends_at(engine, drafting, seq) == len(seq.cached)
+    whole, _, _ = run(engine, drafting, [{"role": "user", "content": COPY}], GREEDY)
+    stop = whole.text.split()[5]
+    stopped, _, _ = run(engine, drafting, [{"role": "user", "content": COPY}], {**GREEDY, "stop": [stop]})
+    assert stopped.finish_reason == "stop" and stop not in stopped.text
+    assert whole.text.startswith(stopped.text)
+
+
+def test_a_seeded_sampled_answer_with_drafts_is_the_same_each_time(engine):
+    sampled = {**GREEDY, "temperature": 0.8, "top_p": 0.95, "seed": 7}
+    drafting = Batcher(engine.llm, 2, draft_most=8)
+    first, seq, _ = run(engine, drafting, [{"role": "user", "content": COPY}], sampled)
+    again, _, _ = run(engine, drafting, [{"role": "user", "content": COPY}], sampled)
+    assert first.accepted and first.trips < first.completion_tokens
+    assert again.text == first.text and again.completion_tokens == first.completion_tokens
+    assert cache_ends_at(engine, drafting, seq) == len(seq.cached)
