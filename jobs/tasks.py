@@ -38,8 +38,10 @@ def confirm_stop(job_id: int, attempt: int) -> None:
 
 @shared_task(ignore_result=True)
 def load_engine(deployment_id: int) -> None:
-    """The first message an engine child sends itself: load the model before any job needs it."""
+    """The first message an engine child sends itself: load the model before any job needs it; then take what
+    waits on its sibling replicas (jobs/queue/sharing.py), which routed a burst elsewhere while it loaded."""
     child.warm_up(deployment_id)
+    loop.run(0)
 
 
 @shared_task(acks_late=True, ignore_result=True)

@@ -4,16 +4,24 @@ on-call models that nothing serves, with their state."""
 from collections import Counter
 
 from jobs.queue import queueing
-from models_app.models import OnCall
+from models_app.models import DeploymentStatus, OnCall
 from models_app.oncall import service as oncall
 
 
+def answers(deployment) -> bool:
+    return deployment.status == DeploymentStatus.READY and (deployment.engine or {}).get("state") == "ready"
+
+
 def model_list() -> list[dict]:
-    """Each model once (its default or newest deployment's figures) with how many replicas are ready, then each
+    """Each model once (its default or newest deployment's figures, a replica that answers first) with how many
+    replicas answer (their engines loaded), then each
     deployment as `deployment-<id>`; then each on-call model nothing serves, with its state (loading or asleep):
     a request naming it wakes it."""
     usable = list(queueing.usable_deployments())
-    replicas = Counter(deployment.model.name for deployment in usable)
+    # A replica counts as ready once its engine answers: one still loading is listed, but not as ready.
+    answering = [deployment for deployment in usable if answers(deployment)]
+    usable = answering + [deployment for deployment in usable if not answers(deployment)]
+    replicas = Counter(name for deployment in answering for name in deployment.model_ids)
     on_call = {row.model.name: row for row in OnCall.objects.select_related("model")}
     seen, listed = set(), []
     for deployment in usable:
@@ -22,8 +30,8 @@ def model_list() -> list[dict]:
                 seen.add(name)
                 listed.append({"id": name, "object": "model", "created": int(deployment.created.timestamp()),
                                "owned_by": "clusterpanel", "deployment": deployment.pk, "ctx": deployment.ctx,
-                               "slots": deployment.slots, "replicas": replicas.get(name, 1), "state": "ready",
-                               "on_call": name in on_call})
+                               "slots": deployment.slots, "replicas": replicas.get(name, 0),
+                               "state": "ready" if answers(deployment) else "loading", "on_call": name in on_call})
     states = oncall.states([row.model for name, row in on_call.items() if name not in seen])
     for name, row in sorted(on_call.items()):
         if name not in seen:

@@ -101,6 +101,8 @@ def set_engine(deployment: Deployment, **fields) -> None:
 def start(job: Job, engine: Engine) -> Work:
     """Tell listeners the claimed job runs; its work for the batcher (EngineError if it cannot run)."""
     work = prepared(job, engine)
+    # Verify compares token for token with the head alone, which reads one token a step: no drafts beside it.
+    work.draft = not job.params.get("alone")
     if job.params.get("logprobs") is not None:
         work.logprobs = job.params["logprobs"]
         work.on_logprob = lambda found: State.out.event(job.pk, "logprob", found)

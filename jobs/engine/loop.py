@@ -20,7 +20,7 @@ from jobs.engine import child
 from jobs.engine.loaded_model import Engine, EngineError
 from jobs.engine.sequences import Batcher, DecodeError, Outcome
 from jobs.models import Job, JobStatus
-from jobs.queue import queueing
+from jobs.queue import queueing, sharing
 from models_app.models import Deployment
 
 log = logging.getLogger(__name__)
@@ -99,7 +99,8 @@ class Server:
         self.looked_at, self.freed = now, False
         claimed = False
         while self.batcher.free and self.alone is None:
-            job = queueing.claim_next(self.deployment.pk, batch_allowed=self.batch_allowed())
+            job = queueing.claim_next(self.deployment.pk, batch_allowed=self.batch_allowed()) or sharing.take(
+                self.deployment)
             if job is None:
                 break
             claimed = True

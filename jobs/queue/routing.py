@@ -26,6 +26,10 @@ estimate from one answer's speed once sent a burst of 16 requests 12 to 4 to two
 term scales with `tokens`, the order of the replicas does not depend on it; only the seconds (the conversation
 margin below) do. Equal estimates go to the emptier replica (ahead per slot), then the older deployment.
 
+A replica whose engine does not answer yet (loading, restarting, being recovered) is chosen only when none
+answers: it takes its share of what waits on the others as soon as its engine is up (jobs/queue/sharing.py),
+where an estimate of its loading time once sent it none of a burst or most of one.
+
 A conversation stays on the replica that holds its prefix (its last job's deployment: that engine's sequence
 cache still has the earlier turns, jobs/engine/sequences.py) unless that one's estimate is more than twice the
 best's and more than KEEP_PREFIX_EXTRA_S longer. Elsewhere the whole conversation is read again: on laptops that
@@ -91,6 +95,8 @@ def pick(model_name: str, tokens: int | None = None, home: int | None = None,
                   and (leaving is None or deployment.status == DeploymentStatus.READY)]
     if not candidates:
         return None
+    answering = [deployment for deployment in candidates if not not_serving_s(deployment)]
+    candidates = answering or candidates  # one still loading takes its share once it answers (sharing.py)
     if transaction.get_connection().in_atomic_block:
         # A door routes and saves in one transaction: on PostgreSQL the replicas' rows are held until the job
         # is saved, so a burst's requests each see the jobs before them (SQLite's transactions take turns).

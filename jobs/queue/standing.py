@@ -16,11 +16,14 @@ def standing(job_id: int) -> str | None:
     place = queueing.position(job)
     if place == 0:  # claimed since it was read: it runs (CI once told a starting job "next in line")
         return None
-    free = max(number(engine.get("slots")) - number(engine.get("busy")), 0) if taking(job.deployment, engine) else 0
+    # The engine's count is as old as its last report; jobs it claimed since are running in the database.
+    running = Job.objects.filter(deployment=job.deployment_id, status=JobStatus.RUNNING).count()
+    busy = max(number(engine.get("busy")), running)
+    free = max(number(engine.get("slots")) - busy, 0) if taking(job.deployment, engine) else 0
     if place <= free:
         return None
     ahead = f"{place - 1} ahead of it" if place > 1 else "next in line"
-    words = engine_words(job.deployment, engine)
+    words = engine_words(job.deployment, engine, busy)
     if job.deployment.on_call and (state := wakeup.state_words(job)) != "ready":
         words = f"on call, {state}: {words}"  # e.g. "on call, asleep→loading: the deployment is copying"
     return f"queued, {ahead} on deployment #{job.deployment_id}; {words}"
@@ -33,14 +36,17 @@ def taking(deployment, engine: dict) -> bool:
     return engine.get("state") == "ready" and deployment.status == DeploymentStatus.READY
 
 
-def engine_words(deployment, engine: dict) -> str:
+def engine_words(deployment, engine: dict, busy: int) -> str:
     if deployment.status not in queueing.USABLE:
         return f"the deployment is {deployment.get_status_display().lower()}"
     state = engine.get("state")
     if state == "loading":
         return f"its model is loading ({round(float(engine.get('progress') or 0) * 100)} %)"
     if state == "ready":
-        return f"{number(engine.get('busy'))} of its {number(engine.get('slots'))} slots busy"
+        slots = number(engine.get("slots"))
+        said = f"{min(busy, slots)} of its {slots} slots busy"
+        # A job told "0 of its 2 slots busy" while it waited: the free slots were going to the jobs ahead of it.
+        return f"{said}, the free ones going to the jobs ahead of it" if busy < slots else said
     return f"its engine is {state}" if state else "its engine is starting"
 
 

@@ -1,0 +1,138 @@
+"""One person's decoding speed with speculative decoding by n-gram drafting: the panel with and without drafts,
+against llama.cpp's own server with and without its `--spec-type ngram-simple`, on the same split.
+
+A whole panel on a scratch data folder with three simulated laptops (1 Gbit links, SSH tunnels), the bundled
+model deployed over them (even split, one slot); llama-server with rpc-servers of its own on the same laptops
+and the same plan (bench/llama_anchor.py), first plain, then with n-gram drafting. One client at a time, greedy,
+streamed, `--tokens` tokens at most, on prompts that copy (a code edit, a summary quoting its text, a list): per
+system, tokens/s from the request to the last token and from the first token to the last (decode alone), the
+medians over rounds; ratios round by round, then the median. The panel's drafting is switched on and off
+between requests as an admin would (its engine takes it before the next job). How many of the panel's greedy
+answers with drafts are token for token its answers without, and the share of drafts kept, from the job rows.
+
+    .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8]
+"""
+
+import argparse
+import signal
+import statistics
+import sys
+import time
+from collections import defaultdict
+
+from llama_anchor import llama_server
+from scratch_panel import scratch_panel
+from streaming_clients import stream_chat
+
+CODE = '''def total_price(items, tax):
+    total = 0
+    for item in items:
+        total = total + item["price"] * item["count"]
+    total = total * (1 + tax)
+    return round(total, 2)
+'''
+TEXT = ("The lighthouse at Cape Wrath was built in 1828 by Robert Stevenson. It stands on a cliff 120 metres above "
+        "the sea, and its light can be seen for 22 nautical miles. The keepers lived in cottages beside the tower "
+        "until 1998, when the light was automated. Today the buildings belong to the Northern Lighthouse Board.")
+PROMPTS = {
+    "code edit": f"Rename the variable `total` to `amount` in this function and show the whole function:\n\n{CODE}",
+    "summary": f"Summarise this text in three sentences, keeping its names and numbers:\n\n{TEXT}",
+    "list": "List the months of the year, one per line, each as: <number>. <name> has <days> days.",
+}
+
+
+def measured(port: int, model: str, prompt: str, tokens: int, headers: dict) -> dict:
+    body = {"model": model, "stream": True, "max_tokens": tokens, "temperature": 0,
+            "stream_options": {"include_usage": True}, "messages": [{"role": "user", "content": prompt}]}
+    seen = stream_chat(port, body, headers)
+    if seen.error or len(seen.times) < 2:
+        raise SystemExit(f"{model}: {seen.error or 'fewer than two tokens'}")
+    return {"rate": seen.tokens / (seen.times[-1] - seen.started),
+            "decode": (seen.tokens - 1) / (seen.times[-1] - seen.times[0]), "tokens": seen.tokens}
+
+
+def panel_run(panel, deployment, draft: int, prompt: str, args, headers) -> tuple[dict, object]:
+    from jobs.models import Job
+    from models_app.deploying import deploy
+
+    deploy.set_drafting(deployment, draft)
+    found = measured(panel.port, f"deployment-{deployment.pk}", prompt, args.tokens, headers)
+    return found, Job.objects.latest("pk")
+
+
+def rounds(panel, deployment, anchor_port: int, anchor: str, args, headers, found, answers) -> None:
+    """Each round, each prompt: the panel without and with drafts and llama-server `anchor`, in turn."""
+    for round_no in range(args.rounds):
+        for name, prompt in PROMPTS.items():
+            runs = [("panel", 0), ("panel+draft", args.draft), (anchor, None)]
+            shift = round_no % len(runs)
+            for system, draft in runs[shift:] + runs[:shift]:
+                if draft is None:
+                    found[system, name].append(measured(anchor_port, "anchor", prompt, args.tokens, headers))
+                    continue
+                result, job = panel_run(panel, deployment, draft, prompt, args, headers)
+                found[system, name].append(result)
+                answers[system, name].append(job.output)
+            print(f"  round {round_no} {name}: " + ", ".join(
+                f"{s} {found[s, name][-1]['rate']:.1f}" for s, _ in runs), flush=True)
+
+
+def report(found: dict, answers: dict, args) -> None:
+    systems = ["panel", "panel+draft", "llama-server", "llama-server ngram-simple"]
+    print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split), bundled model, one person, greedy, "
+          f"{args.tokens} tokens at most, {args.rounds} rounds; panel drafts up to {args.draft} tokens a step\n")
+    print("| prompt | " + " | ".join(f"{s} tok/s" for s in systems)
+          + " | panel+draft / llama-server | panel+draft / panel | panel+draft / llama-server ngram |")
+    print("|---|" + "---:|" * (len(systems) + 3))
+    for name in PROMPTS:
+        cells = [statistics.median(r["rate"] for r in found[s, name]) for s in systems]
+        ratios = [paired(found, name, "panel+draft", other) for other in ("llama-server", "panel",
+                                                                           "llama-server ngram-simple")]
+        print(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " | "
+              + " | ".join(f"**{r:.2f}**" for r in ratios) + " |")
+    print("\nDecode alone (first token to last), tokens/s:\n")
+    print("| prompt | " + " | ".join(systems) + " |")
+    print("|---|" + "---:|" * len(systems))
+    for name in PROMPTS:
+        print(f"| {name} | " + " | ".join(f"{statistics.median(r['decode'] for r in found[s, name]):.1f}"
+                                           for s in systems) + " |")
+    same = sum(a == b for name in PROMPTS for a, b in zip(answers["panel", name], answers["panel+draft", name],
+                                                          strict=False))
+    total = sum(len(answers["panel", name]) for name in PROMPTS)
+    print(f"\nThe panel's greedy answers with drafts token for token its answers without: {same} of {total}")
+
+
+def paired(found: dict, name: str, top: str, bottom: str) -> float:
+    return statistics.median(a["rate"] / b["rate"] for a, b in zip(found[top, name], found[bottom, name],
+                                                                    strict=False))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tokens", type=int, default=256)
+    parser.add_argument("--draft", type=int, default=8)
+    parser.add_argument("--ctx", type=int, default=2048)
+    args = parser.parse_args()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    found, answers = defaultdict(list), defaultdict(list)
+    with scratch_panel() as panel:
+        from clusterpanel.accounts.models import ApiToken, User
+        from models_app.library.adding import ensure_bundled
+
+        deployment = panel.deploy(ensure_bundled(), ctx=args.ctx, slots=1, load_within=600)
+        headers = {"Authorization": f"Bearer {ApiToken.issue(User.objects.get(username='bench'), 'bench')[1]}"}
+        for anchor, extra in (("llama-server", ()), ("llama-server ngram-simple", (
+                "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
+                "--spec-ngram-simple-size-m", str(args.draft)))):
+            with llama_server(deployment, 1, extra) as port:
+                measured(port, "anchor", "Hello.", 8, headers)  # nothing measured pays for a cold start
+                measured(panel.port, f"deployment-{deployment.pk}", "Hello.", 8, headers)
+                started = time.monotonic()
+                rounds(panel, deployment, port, anchor, args, headers, found, answers)
+                print(f"  {anchor}: {time.monotonic() - started:.0f} s", flush=True)
+    report(found, answers, args)
+
+
+if __name__ == "__main__":
+    main()
