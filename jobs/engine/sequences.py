@@ -39,7 +39,10 @@ LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's las
 MIN_P = 0.05  # llama-cpp-python's default for create_completion, which the engine used before
 
 
-CUT_SHORT = -1  # in `Sequence.ends`: a piece whose step also read drafted tokens it then forgot
+# In `Sequence.ends`: a piece read in a step of another shape than a read of it alone would have (llama.cpp
+# splits a step of several sequences into ubatches of as many tokens from each, and a draft's rejected tokens
+# shared the step): its keys and values are not what a fresh read in the plan's pieces computes (pieces.py).
+INEXACT = -1
 
 
 class DecodeError(RuntimeError):
@@ -234,6 +237,7 @@ class Batcher:
             drafts = drafts[:common]
             n = self._put(n, seq, [seq.last, *drafts], logits_from=0)
             rows.append((seq, n - 1 - len(drafts), drafts))
+        stepping = list(generating)
         reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
         for seq in reading:
             room = STEP_TOKENS - n
@@ -244,9 +248,13 @@ class Batcher:
             piece = min(room, planned, PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
             n = self._put(n, seq, tokens, logits_from=None if seq.todo else len(tokens) - 1)
+            stepping.append(seq)
             if not seq.todo:
                 rows.append((seq, n - 1, []))
         batch.n_tokens = n
+        if len(stepping) > 1:
+            for seq in stepping:
+                seq.ends[-1] = INEXACT
         return rows
 
     def _drafts(self, seq: Sequence, room: int) -> list[int]:
@@ -290,8 +298,7 @@ class Batcher:
         if kept < len(drafts):
             self.api.llama_memory_seq_rm(self.memory, seq.seq_id, start + kept, -1)
             del seq.cached[start + kept:]
-            # A piece cut short was read in a step of another shape than its length: no plan's piece (pieces.py).
-            seq.ends[-1:] = [CUT_SHORT]
+            seq.ends[-1:] = [INEXACT]
         return ended
 
     def _sample(self, seq: Sequence, row: int) -> bool:

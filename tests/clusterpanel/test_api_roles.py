@@ -37,6 +37,7 @@ ADMIN = {  # (method, path) → a body that would pass validation
     ("DELETE", "/api/models/{name}/on-call/"): None,
     ("POST", "/api/deployments/{pk}/stop/"): None, ("POST", "/api/deployments/{pk}/verify/"): None,
     ("POST", "/api/deployments/{pk}/default/"): None, ("POST", "/api/deployments/{pk}/again/"): None,
+    ("POST", "/api/deployments/{pk}/drafting/"): {"draft_tokens": 4},
     ("DELETE", "/api/deployments/{pk}/"): None, ("GET", "/api/deployments/{pk}/"): None,
     ("GET", "/api/deployments/{pk}/events/"): None, ("GET", "/api/deployments/{pk}/verification/"): None,
     ("GET", "/api/deployments/{pk}/verification/events/"): None,

@@ -58,7 +58,12 @@ def test_a_streamed_chat_equals_the_whole_answer_and_usage_is_counted(cluster, w
     assert "".join(p for p in pieces if p) == answer["choices"][0]["message"]["content"]
     assert answer["usage"]["completion_tokens"] == 24 and answer["choices"][0]["finish_reason"] == "length"
     assert answer["usage"]["total_tokens"] == answer["usage"]["prompt_tokens"] + 24
-    assert answer["usage"] == chunks[-2]["usage"]
+    streamed_usage, whole_usage = chunks[-2]["usage"], answer["usage"]
+    assert streamed_usage["prompt_tokens_details"] == {"cached_tokens": 0}
+    assert 0 < whole_usage.pop("prompt_tokens_details")["cached_tokens"] < answer["usage"]["prompt_tokens"], \
+        "the same greedy request again reused the template's preamble it read, and answered the same"
+    streamed_usage.pop("prompt_tokens_details")
+    assert whole_usage == streamed_usage
 
     prompt = "The capital of France is"
     text = requests.post(f"{web_server}/v1/completions", headers=auth, timeout=120, json={

@@ -144,12 +144,16 @@ def test_a_conversations_fifth_turn_reuses_what_its_sequence_read(cluster, bob):
     assert fifth.cached_tokens >= earlier.prompt_tokens, \
         f"turn 5 found turn 4's prompt already read ({fifth.cached_tokens} of {fifth.prompt_tokens})"
 
-    whole = queueing.submit(Job(kind=fifth.kind, deployment=cluster, user=bob, messages=fifth.messages,
-                                params={**GREEDY, "max_tokens": 40, "seed": 7}))
-    wait_until(lambda: Job.objects.get(pk=whole.pk).is_finished, 120, "the same prompt read whole")
-    whole.refresh_from_db()
-    assert whole.cached_tokens == 0 and whole.prompt_tokens == fifth.prompt_tokens, \
-        "a request with a seed reads its prompt whole, so the same request gives the same answer"
+    seeded = []
+    for _ in range(2):  # the first after the conversation's turns, the second after itself
+        job = queueing.submit(Job(kind=fifth.kind, deployment=cluster, user=bob, messages=fifth.messages,
+                                  params={**GREEDY, "max_tokens": 40, "seed": 7}))
+        wait_until(lambda job=job: Job.objects.get(pk=job.pk).is_finished, 120, "the same request with a seed")
+        job.refresh_from_db()
+        assert job.status == JobStatus.SUCCEEDED and job.prompt_tokens == fifth.prompt_tokens, job.error
+        seeded.append(job)
+    assert seeded[1].cached_tokens > 0, "it found its own earlier read, in the pieces it reads it in"
+    assert seeded[0].output == seeded[1].output, "a request with a seed: the same answer, whatever was reused"
 
 
 def test_a_long_prompt_is_read_in_pieces_while_a_running_stream_keeps_flowing(cluster, bob, alice):
