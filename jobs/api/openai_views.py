@@ -205,12 +205,12 @@ class Answer:
         self.events = self.listener.events()
         self.next = Next(self.events)
 
-    async def read_until(self, enough, within: float | None = None) -> bool:
+    async def read_until(self, enough, within: float | None = None, by: float | None = None) -> bool:
         """Events into `head` until the end or `enough`; False when they ended, True when `within` seconds
-        passed without one first."""
+        passed without one first, or the clock (time.monotonic) passed `by`."""
         while True:
             try:
-                event = await self.next.get(within)
+                event = await self.next.get(within if by is None else max(by - time.monotonic(), 0))
             except StopAsyncIteration:
                 return False
             if event is QUIET:
@@ -233,27 +233,11 @@ class Answer:
                 break
             if time.monotonic() > deadline:  # next in line, yet its engine has not taken it: say so meanwhile
                 return f"queued, next in line on deployment #{self.job.deployment_id}; its engine has not taken it yet"
-            if await self.taken_within(DECIDE_S):
-                break
+            if not await self.read_until(taken_or_answering, by=time.monotonic() + DECIDE_S):
+                break  # taken, answering or ended
         if not self.done() and not (self.head and self.head[-1]["event"] in ANSWERING):
             await self.read_until(lambda event: event["event"] in ANSWERING)
         return None
-
-    async def taken_within(self, seconds: float) -> bool:
-        """Events into `head` for up to `seconds`; True once one says the engine took the job, or it answers or
-        ended."""
-        until = time.monotonic() + seconds
-        while (left := until - time.monotonic()) > 0:
-            try:
-                event = await self.next.get(left)
-            except StopAsyncIteration:
-                return True
-            if event is QUIET:
-                return False
-            self.head.append(event)
-            if event["event"] == "done" or taken_or_answering(event):
-                return True
-        return False
 
     async def keep_alive(self, waits: str) -> AsyncIterator[str]:
         """SSE comments (which clients ignore) saying where the job stands, one every STREAM_KEEPALIVE_S however
