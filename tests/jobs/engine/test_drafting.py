@@ -1,12 +1,8 @@
 """Speculative decoding by n-gram drafting (jobs/engine/drafting.py, sequences.py): the look-up that drafts, the
 draft's length following what is kept; and on the bundled model, a copying answer made in fewer steps than
 tokens, its cache holding exactly the tokens it kept, its limits (max_tokens, stop strings) kept to the token,
-and the same answer each time, greedy or seeded.
-
-Not asserted: that an answer with drafts is the answer without. A step that reads several of a sequence's tokens
-computes them with other kernels than a step of one (llama.cpp's tinyBLAS serves two rows or more, ggml's own
-dot products one), so the logits differ slightly and a near tie can fall the other way: docs/benchmarks.md
-counts how often."""
+and the same answer each time, greedy or seeded; greedy, the answer without drafts (the built llama.cpp gives a
+token the same numbers however many rows its step reads: test_one_row_as_many.py)."""
 
 import pytest
 
@@ -75,6 +71,8 @@ def test_a_copying_answer_takes_fewer_steps_than_tokens_and_its_cache_holds_what
     assert seq.cached[:len(prompt)] == prompt
     again, _, _ = run(engine, drafting, [{"role": "user", "content": COPY}], GREEDY)
     assert again.text == outcome.text, "the same request, the same answer"
+    plain, _, _ = run(engine, engine.batcher, [{"role": "user", "content": COPY}], GREEDY)
+    assert plain.drafted == 0 and plain.text == outcome.text, "greedy: the answer without drafts"
 
 
 def test_drafts_keep_max_tokens_and_stop_strings_to_the_token(engine):
