@@ -38,7 +38,7 @@ from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
 from jobs.queue import admission, queueing
 from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
-from jobs.queue.standing import standing
+from jobs.queue.standing import standing, standing_now
 
 log = logging.getLogger(__name__)
 FOLLOW_RETRY_S = 600  # how long a request waits for the re-plan and retry after a laptop died under its job
@@ -385,11 +385,6 @@ class Answer:
 
 def taken_or_answering(event: dict) -> bool:
     return event["event"] in ANSWERING or (event["event"] == "status" and event.get("status") == JobStatus.RUNNING)
-
-
-def standing_now(job_id: int) -> tuple[str | None, bool]:
-    """Where the job stands if it waits, and whether it is still queued at all."""
-    return standing(job_id), Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).exists()
 
 
 def comment(text: str) -> str:

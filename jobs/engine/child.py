@@ -86,7 +86,6 @@ def load(deployment: Deployment) -> Engine:
         deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
         State.retired = True
         raise
-    engine.batcher.draft_most = deployment.draft_tokens
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
                draft={"tokens": deployment.draft_tokens}, at=time.time())  # a previous engine's report is not ours
     return engine

@@ -8,9 +8,9 @@ one replica while people wait on the other. So the engine takes jobs as its slot
 its siblings' (`take`), and an engine that has just loaded looks for them before any job of its own arrives.
 A job moves as failover moves one (jobs/queue/failover.py `move`): a guarded update of a job still waiting where
 it was, written in its `params["routing"]["moves"]`, told to its listeners; it keeps its id, so its stream goes
-on. Only jobs routed by model move (a job sent to one deployment stays), people's before batch items' (a batch
-waits in a queue of its own, jobs/queue/queueing.py), and not from a sibling whose own free slots are about to
-take them.
+on. Only people's jobs routed by model move: a job sent to one deployment stays, a batch item waits in its
+batch's own queue (jobs/queue/queueing.py), and nothing moves from a sibling whose own free slots are about to
+take it.
 """
 
 from django.db.models import Count, Q

@@ -29,6 +29,11 @@ def standing(job_id: int) -> str | None:
     return f"queued, {ahead} on deployment #{job.deployment_id}; {words}"
 
 
+def standing_now(job_id: int) -> tuple[str | None, bool]:
+    """Where the job stands if it waits, and whether it is still queued at all."""
+    return standing(job_id), Job.objects.filter(pk=job_id, status=JobStatus.QUEUED).exists()
+
+
 def taking(deployment, engine: dict) -> bool:
     """Whether the engine's free slots can be believed: it is ready and its deployment serves. Its report may
     be old (an idle engine says nothing until a job comes, and one in a long step cannot speak): a job it has
