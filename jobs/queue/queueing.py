@@ -285,7 +285,8 @@ def announce_positions(deployment_id: int, start: int = 1) -> None:
 def cancel(job: Job) -> Job:
     """A queued job is cancelled at once; a running one stops within one token (the engine checks), or ends
     without its engine when none will: its deployment is gone, or the engine did not confirm in time."""
-    if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED,
+    told = (stream.told(job.pk) or "") if job.started else ""  # a retry waiting: its first attempt was heard
+    if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED, output=told,
                                                                        finished=timezone.now()):
         job.refresh_from_db()
         stream.announce_done(job)
@@ -345,8 +346,11 @@ def settle_abandoned(deployment_id: int | None = None) -> int:
 
 def settle(job: Job, still: dict, **fields) -> bool:
     """End a job outside its engine if its row is still as `still` says: the update and its tally in one
-    transaction, then its listeners told. Whether it was ended here."""
+    transaction, then its listeners told. It keeps the text its stream carried, unless `fields` say its output:
+    its row and its client agree. Whether it was ended here."""
     tokens = tokens_streamed(job)
+    if "output" not in fields and job.started and (told := stream.told(job.pk)):
+        fields["output"] = told
     with transaction.atomic():
         if not Job.objects.filter(pk=job.pk, **still).update(finished=timezone.now(), **fields):
             return False

@@ -108,6 +108,17 @@ def kept(job_id: int) -> list[dict]:
     return [json.loads(raw) for raw in store().lrange(key(job_id), 0, -1)]
 
 
+def told(job_id: int) -> str | None:
+    """The text this job's stream has carried for its latest attempt: what a listener was told. None when
+    Redis does not answer."""
+    try:
+        events = kept(job_id)
+    except (redis.RedisError, OSError):
+        return None
+    latest = max((event.get("attempt", 1) for event in events), default=1)
+    return "".join(event["text"] for event in events if event["event"] == "token" and event.get("attempt", 1) == latest)
+
+
 class JobStream:
     """Used by the engine: `token()` per token, `event()` for status changes.
 

@@ -130,15 +130,41 @@ def test_a_stop_ends_a_running_job_whose_deployment_is_gone(claimed, conversatio
     assert conversations.ask(conversation, "Hello again", BRIEF, other).status == JobStatus.QUEUED
 
 
+def streamed(job: Job, *texts: str) -> str:
+    """Tokens sent on the job's stream as its engine sends them, for its current attempt: what a listener heard."""
+    out = stream.JobStream(hold_ms=0)
+    out.start(job.pk, job.attempts)
+    for text in texts:
+        out.token(job.pk, text)
+    assert out.flush()
+    return "".join(texts)
+
+
 def test_a_stop_ends_a_running_job_whose_engine_never_confirms(claimed, conversation, ready, transactional_db,
                                                                 celery_worker, monkeypatch):
     monkeypatch.setattr(queueing, "STOP_CONFIRM_S", 1)  # the check is sent from here, to the ordinary worker
+    heard = streamed(claimed, "Dear", " [", "Neighbor", "'s")
     queueing.cancel(claimed)
     assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING, "its engine may still stop it"
     wait_until(lambda: Job.objects.get(pk=claimed.pk).is_finished, 30, "the stop to be settled")
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED and "had not ended it" in claimed.error, claimed.error
+    assert claimed.output == heard, "the row keeps what its client was told"
     assert conversations.ask(conversation, "Hello again", BRIEF, ready).status == JobStatus.QUEUED
+
+
+def test_a_job_its_dead_engine_left_waiting_keeps_what_was_told_when_cancelled(claimed, transactional_db):
+    """The chaos soak's splice: an engine killed mid-answer, its job waiting for a retry, its client hanging up
+    then. The row said '' while the client had been told the first words."""
+    earlier = streamed(claimed, "Once", " upon")
+    claimed.attempts += 1  # a second attempt, heard as far as this
+    heard = streamed(claimed, "Dear", " [", "Neighbor")
+    assert earlier != heard
+    queueing.requeue(claimed)
+    queueing.cancel(Job.objects.get(pk=claimed.pk))
+    claimed.refresh_from_db()
+    assert claimed.status == JobStatus.CANCELLED
+    assert claimed.output == heard, "the latest attempt's words, as its client heard them"
 
 
 def test_a_worker_that_starts_fails_the_jobs_left_on_a_gone_deployment(claimed, ready, bob, transactional_db,
