@@ -1,16 +1,18 @@
-"""One person's decoding speed with speculative decoding by n-gram drafting: the panel with and without drafts,
-against llama.cpp's own server with and without its `--spec-type ngram-simple`, on the same split.
+"""One person's decoding speed with speculative decoding: the panel without drafts, with n-gram drafting, with a
+draft model on the head (cut from the bundled model's first layers by scripts/cut_draft.py) and with the bundled
+model itself as its own draft (the ceiling: every guess kept), against llama.cpp's own server plain, with its
+`--spec-type ngram-simple` and with the same cut draft (`--model-draft`), on the same split.
 
 A whole panel on a scratch data folder with three simulated laptops (1 Gbit links, SSH tunnels), the bundled
 model deployed over them (even split, one slot); llama-server with rpc-servers of its own on the same laptops
-and the same plan (bench/llama_anchor.py), first plain, then with n-gram drafting. One client at a time, greedy,
+and the same plan (bench/llama_anchor.py), plain, with n-gram drafting, with the draft. One client at a time, greedy,
 streamed, `--tokens` tokens at most, on prompts that copy (a code edit, a summary quoting its text, a list): per
 system, tokens/s from the request to the last token and from the first token to the last (decode alone), the
 medians over rounds; ratios round by round, then the median. The panel's drafting is switched on and off
 between requests as an admin would (its engine takes it before the next job). How many of the panel's greedy
 answers with drafts are token for token its answers without, and the share of drafts kept, from the job rows.
 
-    .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8]
+    .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8] [--cut-layers 20]
 """
 
 import argparse
@@ -19,6 +21,7 @@ import statistics
 import sys
 import time
 from collections import defaultdict
+from pathlib import Path
 
 from llama_anchor import llama_server
 from scratch_panel import scratch_panel
@@ -51,55 +54,74 @@ def measured(port: int, model: str, prompt: str, tokens: int, headers: dict) -> 
             "decode": (seen.tokens - 1) / (seen.times[-1] - seen.times[0]), "tokens": seen.tokens}
 
 
-def panel_run(panel, deployment, draft: int, prompt: str, args, headers) -> tuple[dict, object]:
+PANEL = {"panel": None, "panel+ngram": None, "panel+cut": "cut-draft", "panel+self": "self"}  # label → its draft
+
+
+def panel_run(panel, deployment, label: str, prompt: str, args, headers) -> tuple[dict, object]:
     from jobs.models import Job
     from models_app.deploying import deploy
+    from models_app.models import GgufModel
 
-    deploy.set_drafting(deployment, draft)
+    named = PANEL[label]
+    draft = deployment.model if named == "self" else GgufModel.objects.get(name=named) if named else None
+    deploy.set_drafting(deployment, args.draft if label != "panel" else 0, draft)
     found = measured(panel.port, f"deployment-{deployment.pk}", prompt, args.tokens, headers)
     return found, Job.objects.latest("pk")
 
 
 def rounds(panel, deployment, anchor_port: int, anchor: str, args, headers, found, answers) -> None:
-    """Each round, each prompt: the panel without and with drafts and llama-server `anchor`, in turn."""
+    """Each round, each prompt: the panel's ways and llama-server `anchor`, in turn."""
     for round_no in range(args.rounds):
         for name, prompt in PROMPTS.items():
-            runs = [("panel", 0), ("panel+draft", args.draft), (anchor, None)]
+            runs = [*PANEL, anchor]
             shift = round_no % len(runs)
-            for system, draft in runs[shift:] + runs[:shift]:
-                if draft is None:
+            for system in runs[shift:] + runs[:shift]:
+                if system == anchor:
                     found[system, name].append(measured(anchor_port, "anchor", prompt, args.tokens, headers))
                     continue
-                result, job = panel_run(panel, deployment, draft, prompt, args, headers)
-                found[system, name].append(result)
+                result, job = panel_run(panel, deployment, system, prompt, args, headers)
+                found[system, name].append({**result, "drafted": job.drafted_tokens, "accepted": job.accepted_tokens})
                 answers[system, name].append(job.output)
             print(f"  round {round_no} {name}: " + ", ".join(
-                f"{s} {found[s, name][-1]['rate']:.1f}" for s, _ in runs), flush=True)
+                f"{s} {found[s, name][-1]['rate']:.1f}" for s in runs), flush=True)
+
+
+ANCHORS = ["llama-server", "llama-server ngram-simple", "llama-server cut draft"]
 
 
 def report(found: dict, answers: dict, args) -> None:
-    systems = ["panel", "panel+draft", "llama-server", "llama-server ngram-simple"]
+    systems = [*PANEL, *ANCHORS]
     print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split), bundled model, one person, greedy, "
-          f"{args.tokens} tokens at most, {args.rounds} rounds; panel drafts up to {args.draft} tokens a step\n")
-    print("| prompt | " + " | ".join(f"{s} tok/s" for s in systems)
-          + " | panel+draft / llama-server | panel+draft / panel | panel+draft / llama-server ngram |")
-    print("|---|" + "---:|" * (len(systems) + 3))
-    for name in PROMPTS:
-        cells = [statistics.median(r["rate"] for r in found[s, name]) for s in systems]
-        ratios = [paired(found, name, "panel+draft", other) for other in ("llama-server", "panel",
-                                                                           "llama-server ngram-simple")]
-        print(f"| {name} | " + " | ".join(f"{c:.1f}" for c in cells) + " | "
-              + " | ".join(f"**{r:.2f}**" for r in ratios) + " |")
-    print("\nDecode alone (first token to last), tokens/s:\n")
-    print("| prompt | " + " | ".join(systems) + " |")
+          f"{args.tokens} tokens at most, {args.rounds} rounds; drafts up to {args.draft} tokens a step; the cut "
+          f"draft keeps the first {args.cut_layers} of 30 layers\n")
+    print("| prompt | " + " | ".join(f"{s} tok/s" for s in systems) + " |")
     print("|---|" + "---:|" * len(systems))
     for name in PROMPTS:
-        print(f"| {name} | " + " | ".join(f"{statistics.median(r['decode'] for r in found[s, name]):.1f}"
+        print(f"| {name} | " + " | ".join(f"{statistics.median(r['rate'] for r in found[s, name]):.1f}"
                                            for s in systems) + " |")
-    same = sum(a == b for name in PROMPTS for a, b in zip(answers["panel", name], answers["panel+draft", name],
-                                                          strict=False))
-    total = sum(len(answers["panel", name]) for name in PROMPTS)
-    print(f"\nThe panel's greedy answers with drafts token for token its answers without: {same} of {total}")
+    pairs = [("panel+ngram", "panel"), ("panel+cut", "panel"), ("panel+self", "panel"), ("panel", "llama-server"),
+             ("panel+ngram", "llama-server ngram-simple"), ("panel+cut", "llama-server cut draft"),
+             ("panel+cut", "llama-server")]
+    print("\nRatios, paired round by round (median):\n")
+    print("| prompt | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |")
+    print("|---|" + "---:|" * len(pairs))
+    for name in PROMPTS:
+        print(f"| {name} | " + " | ".join(f"**{paired(found, name, a, b):.2f}**" for a, b in pairs) + " |")
+    print("\nDecode alone (first token to last), tokens/s; and the panel's drafts kept:\n")
+    print("| prompt | " + " | ".join(systems) + " | " + " | ".join(f"{s} kept" for s in list(PANEL)[1:]) + " |")
+    print("|---|" + "---:|" * (len(systems) + len(PANEL) - 1))
+    for name in PROMPTS:
+        kept = []
+        for system in list(PANEL)[1:]:
+            drafted = sum(r["drafted"] for r in found[system, name])
+            kept.append(f"{100 * sum(r['accepted'] for r in found[system, name]) / drafted:.0f}%" if drafted else "-")
+        print(f"| {name} | " + " | ".join(f"{statistics.median(r['decode'] for r in found[s, name]):.1f}"
+                                           for s in systems) + " | " + " | ".join(kept) + " |")
+    for system in list(PANEL)[1:]:
+        same = sum(a == b for name in PROMPTS for a, b in zip(answers["panel", name], answers[system, name],
+                                                              strict=False))
+        total = sum(len(answers["panel", name]) for name in PROMPTS)
+        print(f"\nThe panel's greedy answers with {system} token for token its answers without: {same} of {total}")
 
 
 def paired(found: dict, name: str, top: str, bottom: str) -> float:
@@ -113,18 +135,28 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=256)
     parser.add_argument("--draft", type=int, default=8)
     parser.add_argument("--ctx", type=int, default=2048)
+    parser.add_argument("--cut-layers", type=int, default=20)
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     found, answers = defaultdict(list), defaultdict(list)
     with scratch_panel() as panel:
         from clusterpanel.accounts.models import ApiToken, User
-        from models_app.library.adding import ensure_bundled
+        from models_app.library.adding import ensure_bundled, register_path
+        from models_app.library.bundled import bundled_model_path
 
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from scripts.cut_draft import cut
+
+        cut_path = panel.data / f"cut-{args.cut_layers}.gguf"
+        cut(bundled_model_path(), cut_path, args.cut_layers)
+        register_path(cut_path, name="cut-draft", checksum_now=True)
         deployment = panel.deploy(ensure_bundled(), ctx=args.ctx, slots=1, load_within=600)
         headers = {"Authorization": f"Bearer {ApiToken.issue(User.objects.get(username='bench'), 'bench')[1]}"}
-        for anchor, extra in (("llama-server", ()), ("llama-server ngram-simple", (
+        for anchor, extra in zip(ANCHORS, ((), (
                 "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
-                "--spec-ngram-simple-size-m", str(args.draft)))):
+                "--spec-ngram-simple-size-m", str(args.draft)), (
+                "--model-draft", str(cut_path), "--gpu-layers-draft", "0", "--draft-max", str(args.draft))),
+                                 strict=True):
             with llama_server(deployment, 1, extra) as port:
                 measured(port, "anchor", "Hello.", 8, headers)  # nothing measured pays for a cold start
                 measured(panel.port, f"deployment-{deployment.pk}", "Hello.", 8, headers)

@@ -148,6 +148,9 @@ class Job(models.Model):
     prompt_seconds = models.FloatField(null=True, blank=True)  # reading the prompt: joining the batch to first token
     # Prompt tokens the engine found already read (a conversation's earlier turns) and did not read again.
     cached_tokens = models.PositiveIntegerField(default=0)
+    # Speculative decoding: answer tokens drafted for it, and how many of those the model kept.
+    drafted_tokens = models.PositiveIntegerField(default=0)
+    accepted_tokens = models.PositiveIntegerField(default=0)
     # A conversation's oldest messages the model did not see: they no longer fit in the deployment's context.
     dropped_messages = models.PositiveIntegerField(default=0)
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -186,7 +189,8 @@ class Job(models.Model):
                              if self.completion_tokens and self.completion_tokens > 1 and generating else None),
             "total_s": seconds(self.created, self.finished),
             "prompt_tokens": self.prompt_tokens, "completion_tokens": self.completion_tokens,
-            "cached_tokens": self.cached_tokens,
+            "cached_tokens": self.cached_tokens, "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
         }
 
     def seconds_to(self, finished, first_token) -> dict:

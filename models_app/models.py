@@ -110,6 +110,10 @@ class Deployment(models.Model):
         default=0, validators=[MaxValueValidator(MAX_DRAFT_TOKENS)],
         help_text="Speculative decoding by n-gram drafting: the most tokens an answer drafts per step, which one "
                   "step through the pipeline then checks together (0: none). Its engine takes a change at once.")
+    draft_model = models.ForeignKey(
+        GgufModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafting_for",
+        help_text="A small model with the same vocabulary that drafts on the head instead of n-grams, when "
+                  "drafting is on.")
 
     class Meta:
         ordering = ["-created"]

@@ -66,6 +66,8 @@ class Timings(Schema):
     prompt_tokens: int | None
     completion_tokens: int | None
     cached_tokens: int | None
+    drafted_tokens: int = Field(0, description="Speculative decoding: answer tokens drafted for it.")
+    accepted_tokens: int = Field(0, description="Of those, the tokens the model kept.")
 
 
 class JobOut(Schema):

@@ -87,7 +87,8 @@ def load(deployment: Deployment) -> Engine:
         State.retired = True
         raise
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
-               draft={"tokens": deployment.draft_tokens}, at=time.time())  # a previous engine's report is not ours
+               draft={"tokens": deployment.draft_tokens}, any_shape=engine.batcher.any_shape,
+               at=time.time())  # a previous engine's report is not ours
     return engine
 
 
@@ -134,7 +135,9 @@ def prepared(job: Job, engine: Engine) -> Work:
         return engine.work(job.pk, rendered.tokens, params, on_text, rendered.stops, reuse, rendered)
     prompt, stops, dropped = job_prompt(engine, job, out)
     job.dropped_messages = dropped
-    cuts = () if job.is_completion else engine.turn_cuts(kept(job.messages, dropped), prompt)
+    # Where its prompt's pieces end matters only where a step's shape changes a token's numbers (sequences.py).
+    cuts = () if job.is_completion or engine.batcher.any_shape else engine.turn_cuts(kept(job.messages, dropped),
+                                                                                      prompt)
     return engine.work(job.pk, prompt, params, lambda text: out.token(job.pk, text), stops, reuse, cuts=cuts)
 
 
@@ -199,7 +202,8 @@ def answer_fields(job: Job, outcome: Outcome) -> dict:
     return {"output": outcome.text, "finish_reason": outcome.finish_reason, "logprobs": outcome.logprobs,
             "prompt_tokens": outcome.prompt_tokens, "completion_tokens": outcome.completion_tokens,
             "prompt_seconds": outcome.prompt_seconds, "dropped_messages": job.dropped_messages,
-            "cached_tokens": outcome.reused_tokens,
+            "cached_tokens": outcome.reused_tokens, "drafted_tokens": outcome.drafted,
+            "accepted_tokens": outcome.accepted,
             "first_token": (datetime.fromtimestamp(outcome.first_token_at, tz=UTC)
                             if outcome.first_token_at else None)}
 

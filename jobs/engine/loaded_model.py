@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from jobs import structured
-from jobs.engine import generic_tools, pieces
+from jobs.engine import generic_tools, pieces, shapes
 from jobs.engine.embedding import Embedder
 from jobs.engine.sequences import Batcher, Outcome, Work
 from models_app.llamacpp import cpucheck, libllama
@@ -91,6 +91,7 @@ class Engine:
         self.n_gpu_layers, self.tensor_split, self.expected = n_gpu_layers, tensor_split, expected_devices
         self.llm, self.batcher, self._templates = None, None, None
         self._formatters = {}
+        self.draft_problem, self._draft_refused = "", None  # why the draft model was left out (use_draft)
 
     def load(self, progress: Callable[[float], None]) -> None:
         """Register the servers, load, and check every layer sits where the plan put it (EngineError if not)."""
@@ -113,6 +114,26 @@ class Engine:
         if self.endpoints and found != self.expected:
             raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
         self.batcher = Batcher(self.llm, self.slots)
+        self.batcher.any_shape = shapes.any_shape(self.batcher, lambda text: self.llm.tokenize(text, add_bos=False))
+
+    def use_draft(self, path: str | None) -> None:
+        """Draft with the model at `path` on the head from the next step on (None: n-grams, when drafting is on).
+        A draft that cannot draft for this model is left out, and `draft_problem` says why."""
+        current = self.batcher.draft_model
+        if path == (current.path if current else None) or (path and path == self._draft_refused):
+            return
+        from jobs.engine.draft_model import DraftError, ModelDraft
+
+        if current is not None:
+            self.batcher.draft_model = None
+            current.close()
+        self.draft_problem, self._draft_refused = "", None
+        if path:
+            try:
+                self.batcher.draft_model = ModelDraft(path, self.ctx, self.slots, self.llm)
+            except DraftError as exc:
+                self.draft_problem, self._draft_refused = str(exc), path
+                log.warning("deployment's draft model %s left out: %s", path, exc)
 
     def formatter(self, answer: bool = True):
         """The model's own chat template, compiled once (a Jinja compile per job would delay every answer); with

@@ -21,7 +21,7 @@ from jobs.engine.loaded_model import Engine, EngineError
 from jobs.engine.sequences import Batcher, DecodeError, Outcome
 from jobs.models import Job, JobStatus
 from jobs.queue import queueing, sharing
-from models_app.models import Deployment
+from models_app.models import Deployment, GgufModel
 
 log = logging.getLogger(__name__)
 LOOK_EVERY_S = 1.0  # how often the database is asked for new jobs when no word of one came
@@ -55,6 +55,7 @@ class Server:
         self.deployment, self.engine = deployment, engine
         self.batcher: Batcher = engine.batcher
         self.batcher.draft_most = deployment.draft_tokens
+        engine.use_draft(draft_path(deployment))
         self.jobs: dict[int, Job] = {}  # running here: job id → job
         self.alone: Job | None = None  # claimed, waiting for the others to end so that it runs by itself
         self.looked_at = self.checked_at = self.reported_at = 0.0
@@ -126,6 +127,7 @@ class Server:
             self.deployment.refresh_from_db()
             self.taking = child.current(self.deployment)
             self.batcher.draft_most = self.deployment.draft_tokens  # an admin's change, taken at once
+            self.engine.use_draft(draft_path(self.deployment))
         return self.taking
 
     def begin(self, job: Job) -> None:
@@ -208,7 +210,15 @@ class Server:
         self.reported_at = now
         child.set_engine(self.deployment, slots=len(self.batcher.sequences), busy=len(self.jobs),
                           jobs=sorted(self.jobs), tokens_per_s=round(self.rate.per_second(), 1),
-                          draft=self.drafting.since_last(self.batcher), at=time.time())
+                          draft={**self.drafting.since_last(self.batcher), "problem": self.engine.draft_problem},
+                          at=time.time())
+
+
+def draft_path(deployment: Deployment) -> str | None:
+    """Where the deployment's draft model is on the head, while drafting is on; None: n-grams, or none."""
+    if not deployment.draft_tokens or deployment.draft_model_id is None:
+        return None
+    return GgufModel.objects.filter(pk=deployment.draft_model_id).values_list("path", flat=True).first()
 
 
 class Drafting:

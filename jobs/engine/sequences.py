@@ -13,12 +13,19 @@ lone greedy job gives the tokens a single-process llama-cpp-python run gives.
 
 A sequence's KV cache is kept after its job ends. The next job reuses the
 longest prefix some free sequence already holds (a conversation's next turn
-finds its previous turn there). A job that promises the same answer for the same
-request (a seed, or greedy: `Work.reuse` False) reuses only a prefix read in the
-very pieces its own prompt is read in (jobs/engine/pieces.py): prompts are read
-in pieces that end at their turns, whatever is cached. Otherwise a free sequence
-next to the busy ones is cleared and taken (see `runs`), the one unused the
-longest among them, so caches of recent jobs stay a while.
+finds its previous turn there); if none holds one, a free sequence next to the
+busy ones is cleared and taken (see `runs`), the one unused the longest among
+them, so caches of recent jobs stay a while.
+
+A job that promises the same answer for the same request (a seed, or greedy:
+`Work.reuse` False) may reuse any prefix where every stage computes on a CPU
+(`any_shape`): the panel's llama.cpp gives a token the same numbers however its
+step was shaped, alone or beside others, in one piece or several
+(scripts/llama_patches/0005-one-row-as-many.patch; tests/jobs/engine/
+test_one_row_as_many.py). A GPU's kernels are chosen by the step's shape, so
+there such a job reuses only a prefix read in the very pieces its own prompt is
+read in (jobs/engine/pieces.py): prompts are then read in pieces that end at
+their turns, whatever is cached.
 """
 
 import ctypes
@@ -108,10 +115,12 @@ class Sequence:
 
 
 class Batcher:
-    def __init__(self, llm, slots: int, draft_most: int = 0) -> None:
+    def __init__(self, llm, slots: int, draft_most: int = 0, any_shape: bool = False) -> None:
         import llama_cpp
 
         self.draft_most = draft_most  # most tokens a sequence drafts per step (0: none)
+        self.draft_model = None  # a ModelDraft drafts instead of n-grams (jobs/engine/draft_model.py)
+        self.any_shape = any_shape  # a token's numbers do not depend on its step's shape (jobs/engine/shapes.py)
         self.api, self.llm = llama_cpp, llm
         self.ctx = llm._ctx.ctx
         self.vocab = llm._model.vocab
@@ -137,12 +146,14 @@ class Batcher:
             self.api.llama_memory_seq_rm(self.memory, seq.seq_id, reused, -1)
             del seq.cached[reused:]
             seq.ends = [end for end in seq.ends if end <= reused]
-        seq.plan = pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
+        seq.plan = [] if self.any_shape else pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
         seq.sampler = self._sampler(work)
         seq.index = seq.length = None
-        if self.draft_most and work.draft:
-            seq.index, seq.length = NgramIndex(), DraftLength(self.draft_most)
+        # Where a step's shape changes a token's numbers, drafts would change a greedy or seeded answer.
+        if self.draft_most and work.draft and (work.reuse or self.any_shape):
+            seq.length = DraftLength(self.draft_most)
+            seq.index = NgramIndex()  # also when a draft model drafts: it may be taken away mid-answer
             seq.index.add(work.prompt)
         seq.out = TextOut(work.stops)
         seq.outcome = Outcome(prompt_tokens=len(work.prompt), reused_tokens=reused)
@@ -169,10 +180,9 @@ class Batcher:
         busy = {seq.seq_id for seq in self.sequences if seq.work is not None}
         return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
 
-    @staticmethod
-    def _reusable(seq: Sequence, work: Work) -> int:
+    def _reusable(self, seq: Sequence, work: Work) -> int:
         shared = min(common_prefix(seq.cached, work.prompt), len(work.prompt) - 1)
-        if work.reuse:
+        if work.reuse or self.any_shape:
             return shared
         return pieces.exact_prefix(seq.ends, pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS), shared)
 
@@ -229,7 +239,7 @@ class Batcher:
         the tokens they drafted."""
         batch, n, rows = self.batch, 0, []
         generating = [seq for seq in self.sequences if seq.generating]
-        drafted = [self._drafts(seq, STEP_TOKENS // max(len(generating), 1) - 1) for seq in generating]
+        drafted = self._drafts(generating, STEP_TOKENS // max(len(generating), 1) - 1)
         # llama.cpp reads a step in one pass only where every sequence brings as many tokens (split_equal): with
         # several generating, all draft as many as the one that drafts least, or none.
         common = min(map(len, drafted), default=0)
@@ -257,11 +267,19 @@ class Batcher:
                 seq.ends[-1] = INEXACT
         return rows
 
-    def _drafts(self, seq: Sequence, room: int) -> list[int]:
-        if seq.index is None:
-            return []
-        most = min(seq.length.now, seq.work.limit - seq.outcome.completion_tokens - 1, room)
-        return seq.index.draft(most)
+    def _drafts(self, generating: list[Sequence], room: int) -> list[list[int]]:
+        mosts = [self._most(seq, room) for seq in generating]
+        if self.draft_model is None or min(mosts, default=0) <= 0:
+            return [seq.index.draft(most) if seq.index is not None else [] for seq, most in zip(
+                generating, mosts, strict=True)]
+        return self.draft_model.draft([(seq.seq_id, [*seq.cached, seq.last], most)
+                                       for seq, most in zip(generating, mosts, strict=True)])
+
+    @staticmethod
+    def _most(seq: Sequence, room: int) -> int:
+        if seq.length is None:
+            return 0
+        return min(seq.length.now, seq.work.limit - seq.outcome.completion_tokens - 1, room)
 
     def _put(self, n: int, seq: Sequence, tokens: list[int], logits_from: int | None) -> int:
         batch, pos = self.batch, len(seq.cached)

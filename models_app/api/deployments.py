@@ -25,7 +25,7 @@ from clusterpanel.kit.apikit import (
 from models_app.api.plans import PlanIn, plan_form
 from models_app.deploying import deploy, jobs_above
 from models_app.library import removal
-from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus
+from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus, GgufModel
 from models_app.planning.records import PlanningError
 from models_app.tasks import prepare_soon
 
@@ -58,8 +58,9 @@ class DeploymentOut(Schema):
     status: str
     ctx: int
     slots: int
-    draft_tokens: int = Field(description="Speculative decoding by n-gram drafting: the most tokens an answer "
-                                          "drafts per step (0: off).")
+    draft_tokens: int = Field(description="Speculative decoding: the most tokens an answer drafts per step "
+                                          "(0: off).")
+    draft_model: str | None = Field(description="The model that drafts on the head; null: n-gram drafting.")
     is_default: bool
     created: str
     plan: PlanShort
@@ -89,6 +90,8 @@ class DeploymentDetail(DeploymentOut):
 
 class DraftingIn(Input):
     draft_tokens: int = Field(description=f"0 (no drafting) to {MAX_DRAFT_TOKENS}.")
+    draft_model: str | None = Field(None, description="A model with the same vocabulary that drafts on the head "
+                                                      "(its name); null: n-gram drafting; left out: as it is.")
 
 
 class Stopped(Schema):
@@ -102,6 +105,7 @@ def deployment_summary(deployment: Deployment) -> dict:
     return {"id": deployment.pk, "model": deployment.model.name, "model_ids": deployment.model_ids,
             "status": deployment.status, "ctx": deployment.ctx, "slots": deployment.slots,
             "draft_tokens": deployment.draft_tokens, "is_default": deployment.is_default,
+            "draft_model": deployment.draft_model.name if deployment.draft_model_id else None,
             "created": deployment.created.isoformat(),
             "plan": {"mode": plan.get("mode"), "tokens_per_second": plan.get("tokens_per_second"),
                      "bottleneck": plan.get("bottleneck"),
@@ -245,11 +249,21 @@ def again(request: HttpRequest, pk: int,
 
 
 @router.post("/{int:pk}/drafting/", response={200: DeploymentDetail, **errors(400, 403, 404)},
-             summary="Turn speculative decoding by n-gram drafting on (the most tokens drafted a step) or off (0)")
+             summary="Turn speculative decoding on (the most tokens drafted a step; by n-grams or a draft model) "
+                     "or off (0)")
 def drafting(request: HttpRequest, pk: int, payload: DraftingIn):
     deployment = deployment_of(request, pk, "change a deployment's drafting")
+    draft = "unchanged"
+    if "draft_model" in payload.model_fields_set and payload.draft_model is not None:
+        draft = GgufModel.objects.filter(name=payload.draft_model).first()
+        if draft is None:
+            raise ApiError(f"There is no model named {payload.draft_model!r}.", 400, "draft_model")
+    elif "draft_model" in payload.model_fields_set:
+        draft = None
     try:
-        deploy.set_drafting(deployment, payload.draft_tokens)
+        deploy.set_drafting(deployment, payload.draft_tokens, draft)
+    except deploy.DraftRefused as exc:
+        raise ApiError(str(exc), 400, "draft_model") from None
     except PlanningError as exc:
         raise ApiError(str(exc), 400, "draft_tokens") from None
     return deployment_detail(deployment)

@@ -13,6 +13,7 @@ from django.db import IntegrityError, transaction
 from django.db.models import Q
 
 from clusterpanel.kit import procs
+from models_app.deploying import drafts
 from models_app.llamacpp import oneshot
 from models_app.llamacpp.libllama import LlamaCppError
 from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStage, DeploymentStatus, GgufModel
@@ -353,7 +354,7 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
     with transaction.atomic():
         fresh = create(deployment.model, nodes, deployment.ctx, mode, user=user, manual=manual,
                        head_layers=head_layers, preseed=deployment.preseed, slots=deployment.slots)
-        set_drafting(fresh, deployment.draft_tokens)
+        set_drafting(fresh, deployment.draft_tokens, deployment.draft_model)
         if deployment.is_active:
             stop(deployment, detail=f"Replaced by deployment #{fresh.pk}.")
         if deployment.is_default:
@@ -362,15 +363,26 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
     return fresh
 
 
-def set_drafting(deployment: Deployment, tokens: int) -> None:
-    """Speculative decoding by n-gram drafting, up to `tokens` a step (0: off). It changes neither the plan nor
-    memory, so its engine takes it within seconds, between two steps (jobs/engine/loop.py). PlanningError, with
-    nothing changed, for a number out of range."""
+class DraftRefused(PlanningError):
+    """A draft model that cannot draft for a deployment (drafts.refusal)."""
+
+
+def set_drafting(deployment: Deployment, tokens: int, draft_model: GgufModel | None | str = "unchanged") -> None:
+    """Speculative decoding, up to `tokens` drafted a step (0: off), by n-grams or by `draft_model` on the head.
+    It changes neither the plan nor the laptops' memory, so its engine takes it within seconds, between two steps
+    (jobs/engine/loop.py). PlanningError, with nothing changed, for a number out of range or a draft model that
+    cannot draft for this deployment's model (drafts.refusal)."""
     if isinstance(tokens, bool) or not isinstance(tokens, int) or not 0 <= tokens <= MAX_DRAFT_TOKENS:
         raise PlanningError(f"Draft tokens must be a whole number from 0 (no drafting) to {MAX_DRAFT_TOKENS}; "
                             f"{tokens!r} is not.")
-    Deployment.objects.filter(pk=deployment.pk).update(draft_tokens=tokens)
-    deployment.draft_tokens = tokens
+    changes = {"draft_tokens": tokens}
+    if draft_model != "unchanged":
+        if draft_model is not None and (why := drafts.refusal(deployment, draft_model)):
+            raise DraftRefused(why)
+        changes["draft_model"] = draft_model
+    Deployment.objects.filter(pk=deployment.pk).update(**changes)
+    for name, value in changes.items():
+        setattr(deployment, name, value)
 
 
 def per_laptop_counts(stages: list[dict]) -> list[int]:

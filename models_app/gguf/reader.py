@@ -23,6 +23,7 @@ lengths, the tensors (name, ggml type, shape, offset, bytes) and its own peak me
 """
 
 import ctypes
+import hashlib
 import importlib.util
 import json
 import logging
@@ -120,6 +121,7 @@ def library_path() -> str:
 # Everything below runs in the child, with only the standard library.
 
 GGUF_STRING, GGUF_ARRAY = 8, 9
+DIGEST = "digest:"  # a wanted key "digest:<key>": the SHA-256 of that string array (`digested`), not its length
 GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 GGUF_TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
                    7: "bool", 8: "string", 10: "uint64", 11: "int64", 12: "float64"}
@@ -146,6 +148,7 @@ def bind(lib: ctypes.CDLL) -> ctypes.CDLL:
         "gguf_get_arr_data": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int64]),
         "gguf_get_val_data": (ctypes.c_void_p, [ctypes.c_void_p, ctypes.c_int64]),
         "gguf_get_val_str": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int64]),
+        "gguf_get_arr_str": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int64, ctypes.c_size_t]),
         "gguf_get_n_tensors": (ctypes.c_int64, [ctypes.c_void_p]),
         "gguf_get_tensor_name": (ctypes.c_char_p, [ctypes.c_void_p, ctypes.c_int64]),
         "gguf_get_tensor_type": (ctypes.c_int, [ctypes.c_void_p, ctypes.c_int64]),
@@ -205,11 +208,23 @@ def values(lib, ctx, keys: list[str]) -> dict:
     for key in keys:
         if "{arch}" in key and not isinstance(arch, str):
             continue
-        name = key.replace("{arch}", arch) if "{arch}" in key else key  # arch may be a number or a list
+        digest = key.startswith(DIGEST)
+        name = key.removeprefix(DIGEST)
+        name = name.replace("{arch}", arch) if "{arch}" in name else name  # arch may be a number or a list
         index = lib.gguf_find_key(ctx, name.encode())
         if index >= 0:
-            found[name] = value(lib, ctx, index)
+            found[DIGEST + name if digest else name] = digested(lib, ctx, index) if digest else value(lib, ctx, index)
     return found
+
+
+def digested(lib, ctx, index: int) -> str | None:
+    """SHA-256 of a string array's strings, each ended by a NUL: two vocabularies are the same when theirs are."""
+    if lib.gguf_get_kv_type(ctx, index) != GGUF_ARRAY or lib.gguf_get_arr_type(ctx, index) != GGUF_STRING:
+        return None
+    found = hashlib.sha256()
+    for i in range(lib.gguf_get_arr_n(ctx, index)):
+        found.update(lib.gguf_get_arr_str(ctx, index, i) + b"\0")
+    return found.hexdigest()
 
 
 def tensors(lib, ctx) -> tuple[list, dict]:

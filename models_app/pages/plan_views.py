@@ -11,9 +11,10 @@ from clusterpanel.accounts.auth import lab_admin_required
 from clusterpanel.kit import confirm
 from clusterpanel.kit.idfields import IdChoiceField, IdMultipleChoiceField
 from clusterpanel.kit.natural import natural_key
-from models_app.deploying import deploy, jobs_above
+from models_app.deploying import deploy, drafts, jobs_above
 from models_app.library import removal
-from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus, GgufModel
+from models_app.models import MAX_DRAFT_TOKENS, Deployment, DeploymentStatus, GgufModel, ModelStatus
+from models_app.planning import planner
 from models_app.planning import words as plan_words
 from models_app.planning.records import (
     MAX_SLOTS,
@@ -155,7 +156,15 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
                                                            "troubles": troubles(deployment, stages),
                                                            "charts": [{"title": "", "plan": deployment.plan}],
                                                            "accuracy": accuracy(deployment.plan),
-                                                           "max_draft_tokens": MAX_DRAFT_TOKENS})
+                                                           "max_draft_tokens": MAX_DRAFT_TOKENS,
+                                                           "draft_choices": draft_choices(deployment)})
+
+
+def draft_choices(deployment: Deployment) -> list[dict]:
+    """Ready text models with the deployment's vocabulary size, each with what it would hold on the head."""
+    found = GgufModel.objects.filter(status=ModelStatus.READY, pooling=0, vocab_size=deployment.model.vocab_size)
+    return [{"name": model.name, "mib": drafts.head_memory(model, deployment).total // planner.MiB,
+             "chosen": model.pk == deployment.draft_model_id} for model in found.order_by("size")]
 
 
 def troubles(deployment: Deployment, stages) -> list[dict]:
@@ -285,13 +294,19 @@ def drafting(request: HttpRequest, pk: int) -> HttpResponse:
     """Speculative decoding by n-gram drafting, on (the most tokens drafted a step) or off (0)."""
     deployment = get_object_or_404(Deployment, pk=pk)
     given = request.POST.get("draft_tokens", "").strip()
+    named = request.POST.get("draft_model", "").strip()
+    draft = GgufModel.objects.filter(name=named).first() if named else None
+    if named and draft is None:
+        messages.error(request, f"Drafting is unchanged: there is no model named {named!r}.")
+        return redirect("models:deployment", pk=pk)
     try:
-        deploy.set_drafting(deployment, int(given) if given.isdigit() else given)
+        deploy.set_drafting(deployment, int(given) if given.isdigit() else given, draft)
     except PlanningError as exc:
         messages.error(request, f"Drafting is unchanged: {exc}")
     else:
-        messages.success(request, f"Drafting up to {deployment.draft_tokens} tokens a step: its engine takes it within "
-                                  "seconds." if deployment.draft_tokens else "Drafting is off.")
+        by = f"by {draft.name} on the head" if draft else "by n-grams"
+        messages.success(request, f"Drafting up to {deployment.draft_tokens} tokens a step {by}: its engine takes it "
+                                  "within seconds." if deployment.draft_tokens else "Drafting is off.")
     return redirect("models:deployment", pk=pk)
 
 

@@ -14,6 +14,8 @@ from jobs.chat import conversations
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.params import validate
 from jobs.queue import queueing, stream
+from models_app.deploying import deploy
+from models_app.models import Deployment
 from tests.conftest import wait_until
 from tests.jobs.batches.test_batch_survives_engine_restart import upload
 from tests.jobs.cluster import GREEDY
@@ -154,6 +156,16 @@ def test_a_conversations_fifth_turn_reuses_what_its_sequence_read(cluster, bob):
         seeded.append(job)
     assert seeded[1].cached_tokens > 0, "it found its own earlier read, in the pieces it reads it in"
     assert seeded[0].output == seeded[1].output, "a request with a seed: the same answer, whatever was reused"
+
+    deploy.set_drafting(cluster, 6, cluster.model)  # the model as its own draft, on the head: every guess its own
+    drafted = queueing.submit(Job(kind=fifth.kind, deployment=cluster, user=bob, messages=fifth.messages,
+                                  params={**GREEDY, "max_tokens": 40, "seed": 7}))
+    wait_until(lambda: Job.objects.get(pk=drafted.pk).is_finished, 120, "the same request, drafted")
+    drafted.refresh_from_db()
+    assert drafted.output == seeded[0].output, "drafts change no greedy answer"
+    assert drafted.drafted_tokens and drafted.accepted_tokens >= 0.9 * drafted.drafted_tokens, \
+        (drafted.accepted_tokens, drafted.drafted_tokens)
+    assert Deployment.objects.get(pk=cluster.pk).engine["draft"]["problem"] == ""
 
 
 def test_a_long_prompt_is_read_in_pieces_while_a_running_stream_keeps_flowing(cluster, bob, alice):

@@ -1,0 +1,53 @@
+"""A deployment's draft model: whether a model may draft for it, and what it costs the head.
+
+The draft runs on the head's CPU beside the engine (jobs/engine/draft_model.py): all its layers and its output
+there, with a KV stream per slot as long as the deployment's context. It must share the model's vocabulary
+token for token: a draft proposes token ids, and the model checks those ids.
+"""
+
+from pathlib import Path
+
+from models_app.gguf.reader import DIGEST, GGUFError, read_header
+from models_app.models import Deployment, GgufModel, ModelStatus
+from models_app.planning import planner
+from models_app.planning.records import head_machine
+
+TOKENS = "tokenizer.ggml.tokens"
+
+
+def head_memory(draft: GgufModel, deployment: Deployment) -> planner.Memory:
+    """What the draft holds on the head: planned as the head holding every layer of it and its output."""
+    shape = planner.shape_of(draft)
+    options = planner.Options(ctx=deployment.ctx, slots=deployment.slots)
+    return planner.stage_memory(shape, 0, shape.n_layer + 1, options, is_head=True)
+
+
+def refusal(deployment: Deployment, draft: GgufModel) -> str | None:
+    """Why `draft` cannot draft for the deployment, in words; None when it can."""
+    model = deployment.model
+    if draft.status != ModelStatus.READY:
+        return f"The draft model {draft.name} is not ready ({draft.get_status_display().lower()})."
+    if draft.pooling:
+        return f"{draft.name} is served for embeddings; a draft model must be a model that writes text."
+    if draft.vocab_size != model.vocab_size:
+        return (f"{draft.name}'s vocabulary has {draft.vocab_size:,} tokens and {model.name}'s {model.vocab_size:,}: "
+                "a draft model must have the same vocabulary (a smaller model of the same family, or one cut "
+                "from this model with scripts/cut_draft.py).")
+    try:
+        ours, theirs = vocabulary(draft), vocabulary(model)
+    except GGUFError as exc:
+        return f"The panel could not compare the vocabularies: {exc}"
+    if ours != theirs:
+        return (f"{draft.name} and {model.name} have as many tokens, but not the same ones: a draft model must "
+                "have the same vocabulary.")
+    needed, free = head_memory(draft, deployment).total, head_machine().usable_bytes
+    if needed > free:
+        return (f"{draft.name} needs {needed / planner.MiB:,.0f} MiB on the head for {deployment.slots} slot(s) of "
+                f"{deployment.ctx:,} tokens; the head has {free / planner.MiB:,.0f} MiB free.")
+    return None
+
+
+def vocabulary(model: GgufModel) -> str | None:
+    """A fingerprint of the model's tokens, read from its GGUF header."""
+    header = read_header(Path(model.path), model.name, [DIGEST + TOKENS])
+    return header.values.get(DIGEST + TOKENS)
