@@ -92,3 +92,35 @@ def test_the_cutting_tool_refuses_what_it_cannot_cut_and_leaves_no_file(folder, 
     kept = cut_draft(folder, layers=4)
     assert cut_main([str(bundled_model_path()), str(kept), "--layers", "4"]) == 2, "it overwrites nothing"
     assert "exists" in capsys.readouterr().err
+
+
+def test_a_seeded_sampled_answer_with_a_draft_is_the_answer_without_and_a_cancel_leaves_nothing_behind(engine):
+    """A drafted token is kept where the model's own sample at its place is that token, and each place is sampled
+    once from the same chain: under the same seed the answer is the one without drafts, token for token (so its
+    distribution is the model's). A job cancelled mid-draft leaves its sequence to the next job clean."""
+    sampled = {**GREEDY, "temperature": 0.9, "top_p": 0.95, "seed": 11, "max_tokens": 24}
+    prompt, stops = engine.chat_prompt(ASKED[1])
+    engine.batcher.forget_all()
+    plain = engine.batcher.add(engine.work(1, prompt, sampled, lambda text: None, stops))
+    while engine.batcher.busy:
+        engine.batcher.step()
+    batcher = drafting_with(engine, bundled_model_path())
+    try:
+        batcher.forget_all()
+        drafted = batcher.add(engine.work(2, prompt, sampled, lambda text: None, stops))
+        while batcher.busy:
+            batcher.step()
+        assert drafted.text == plain.text, "the same seed: the answer without drafts"
+        assert drafted.accepted and drafted.trips < drafted.completion_tokens, "a greedy guess is often the sample"
+
+        cut_short = batcher.add(engine.work(3, engine.chat_prompt(ASKED[0])[0], GREEDY, lambda text: None, stops))
+        while cut_short.trips < 2:
+            batcher.step()
+        (seq,) = batcher.busy
+        batcher.cancel(seq)
+        again = batcher.add(engine.work(4, prompt, sampled, lambda text: None, stops))
+        while batcher.busy:
+            batcher.step()
+        assert again.text == plain.text, "after a cancel mid-draft, the next job's answer is its own"
+    finally:
+        batcher.draft_model.close()
