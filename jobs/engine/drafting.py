@@ -27,18 +27,27 @@ class NgramIndex:
         for token in tokens:
             self.tokens.append(token)
             end = len(self.tokens)
-            for n in range(SHORTEST, LONGEST + 1):
+            for n in range(1, LONGEST + 1):  # 1-grams only pad (`padded`)
                 if end - 1 >= n:  # the n-gram ending just before this token: followed by it
                     self.seen[tuple(self.tokens[end - 1 - n:end - 1])] = end - 1
 
     def draft(self, most: int) -> list[int]:
         """Up to `most` tokens that followed the longest tail n-gram the last time it was seen; [] if none was."""
-        if most <= 0:
-            return []
-        for n in range(LONGEST, SHORTEST - 1, -1):
-            if len(self.tokens) < n:
-                continue
-            after = self.seen.get(tuple(self.tokens[-n:]))
+        return self._follow(self.tokens[-LONGEST:], most, SHORTEST) if most > 0 else []
+
+    def padded(self, draft: list[int], length: int) -> list[int]:
+        """`draft` guessed on to `length` tokens: what followed the tail of the sequence and draft the last time
+        its last token or two were seen, and where nothing was, that token again."""
+        made = list(draft)
+        while len(made) < length:
+            tail = (self.tokens[-LONGEST:] + made)[-LONGEST:]
+            more = self._follow(tail, length - len(made), 1) or tail[-1:] or [0]
+            made += more
+        return made[:length]
+
+    def _follow(self, tail: list[int], most: int, shortest: int) -> list[int]:
+        for n in range(min(LONGEST, len(tail)), shortest - 1, -1):
+            after = self.seen.get(tuple(tail[-n:]))
             if after is not None:
                 return self.tokens[after:after + most]
         return []

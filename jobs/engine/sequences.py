@@ -269,11 +269,17 @@ class Batcher:
 
     def _drafts(self, generating: list[Sequence], room: int) -> list[list[int]]:
         mosts = [self._most(seq, room) for seq in generating]
-        if self.draft_model is None or min(mosts, default=0) <= 0:
-            return [seq.index.draft(most) if seq.index is not None else [] for seq, most in zip(
-                generating, mosts, strict=True)]
-        return self.draft_model.draft([(seq.seq_id, [*seq.cached, seq.last], most)
-                                       for seq, most in zip(generating, mosts, strict=True)])
+        if min(mosts, default=0) <= 0:
+            return [[] for _ in generating]
+        if self.draft_model is not None:
+            return self.draft_model.draft([(seq.seq_id, [*seq.cached, seq.last], most)
+                                           for seq, most in zip(generating, mosts, strict=True)])
+        drafted = [seq.index.draft(most) for seq, most in zip(generating, mosts, strict=True)]
+        # A sequence whose n-grams found nothing would hold every other one's draft back (above): it guesses
+        # the rest from its shorter n-grams instead, which costs a few rows of a step that is made anyway.
+        longest = max(map(len, drafted))
+        return [draft if len(draft) >= min(longest, most) else seq.index.padded(draft, min(longest, most))
+                for seq, draft, most in zip(generating, drafted, mosts, strict=True)]
 
     @staticmethod
     def _most(seq: Sequence, room: int) -> int:

@@ -109,3 +109,12 @@ def test_where_a_step_s_shape_changes_a_token_s_numbers_only_unseeded_sampled_an
         drafting.step()
     assert outcomes[0].drafted == 0 and outcomes[0].completion_tokens
     assert outcomes[1].drafted > 0
+
+
+def test_a_draft_is_padded_from_shorter_n_grams_to_keep_pace_with_the_others():
+    index = NgramIndex()
+    index.add([5, 6, 7, 5])
+    assert index.draft(3) == [], "7 5 was never seen before"
+    assert index.padded([], 3) == [6, 7, 5], "after the last 5 seen before came 6 7 5"
+    index.add([9])
+    assert index.padded([4], 3) == [4, 4, 4], "nothing followed a 4: the draft's last token again"

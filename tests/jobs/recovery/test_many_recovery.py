@@ -19,6 +19,7 @@ from django.utils import timezone
 from jobs.batches import output
 from jobs.models import Batch, Job, JobStatus
 from jobs.queue import stream
+from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
 from nodes.models import RpcServer
 from nodes.remote import ssh
@@ -49,7 +50,9 @@ def all_streaming(jobs: list[Job], at_least: int) -> bool:
 
 def test_it_fails_every_sequence_naming_the_dead_laptop_and_retries_each_once(
         cluster, bob, web_server, celery_worker):
-    # Counting prompts run long, so none ends before the kill; 150 tokens keep the retries short.
+    # Counting prompts run long, so none ends before the kill; 150 tokens keep the retries short. They draft by
+    # n-grams (a count repeats its own shape): the kill lands in a step that verifies drafts.
+    deploy.set_drafting(cluster, 6)
     jobs = [chat(cluster, bob, f"Count from {n * 100} to {n * 100 + 400}, one number a line.", max_tokens=150)
             for n in range(SLOTS)]
     wait_until(lambda: all_streaming(jobs, 5), 120, "four chats streaming at once")
@@ -75,6 +78,7 @@ def test_it_fails_every_sequence_naming_the_dead_laptop_and_retries_each_once(
     for retry in Job.objects.filter(pk__in=[retry.pk for retry in retries]):
         assert retry.status == JobStatus.SUCCEEDED, retry.error
         assert retry.completion_tokens > 0 and retry.output.strip()
+        assert retry.drafted_tokens > 0, "the reloaded engine drafts as the one before"
     assert not Job.objects.filter(retry_of__in=[retry.pk for retry in retries]).exists(), "retried only once"
     assert Job.objects.filter(retry_of__in=ids).count() == SLOTS, "one retry each"
 
