@@ -231,6 +231,9 @@ class OnCall(models.Model):
     ctx = models.PositiveIntegerField(default=2048)
     slots = models.PositiveSmallIntegerField(default=1)
     when_short = models.CharField(max_length=5, choices=WhenShort.choices, default=WhenShort.WAIT)
+    draft_tokens = models.PositiveSmallIntegerField(default=0, validators=[MaxValueValidator(MAX_DRAFT_TOKENS)])
+    draft_model = models.ForeignKey(GgufModel, null=True, blank=True, on_delete=models.SET_NULL,
+                                    related_name="drafting_on_call")  # drafts as Deployment.draft_model does
     created = models.DateTimeField(auto_now_add=True)
     updated = models.DateTimeField(auto_now=True)
 

@@ -25,6 +25,9 @@ class OnCallIn(Input):
     when_short: str = Field(WhenShort.WAIT, description=(
         "When its pool's free laptops cannot hold it: \"wait\" for an idle deployment to be unloaded, or \"evict\" "
         "the least recently used idle on-call deployment. One with jobs is never stopped."))
+    draft_tokens: int = Field(0, description="Speculative decoding: the most tokens an answer drafts a step (0: off).")
+    draft_model: str | None = Field(None, description="A model with the same vocabulary that drafts on the head (its "
+                                                      "name); null: n-gram drafting.")
 
 
 class EventOut(Schema):
@@ -43,6 +46,8 @@ class OnCallOut(Schema):
     ctx: int
     slots: int
     when_short: str
+    draft_tokens: int
+    draft_model: str | None
     events: list[EventOut] = Field(description=f"Its latest {EVENTS_SHOWN} loads and unloads, newest first.")
 
 
@@ -58,7 +63,8 @@ def described(on_call: OnCall) -> dict:
     return {"model": model.name, "state": oncall.state_of(model),
             "pool": None if on_call.any_laptop else [node.name for node in on_call.pool.order_by("name")],
             "idle_minutes": on_call.idle_minutes, "replicas": on_call.replicas, "ctx": on_call.ctx,
-            "slots": on_call.slots, "when_short": on_call.when_short,
+            "slots": on_call.slots, "when_short": on_call.when_short, "draft_tokens": on_call.draft_tokens,
+            "draft_model": on_call.draft_model.name if on_call.draft_model_id else None,
             "events": [{"at": e.at, "kind": e.kind, "why": e.why, "deployment": e.deployment_id} for e in events]}
 
 
@@ -93,8 +99,13 @@ def get_on_call(request: HttpRequest, name: str):
             summary="Put a model on call, or change its settings (checked against its pool's memory)")
 def put_on_call(request: HttpRequest, name: str, payload: OnCallIn):
     model = named(request, name)
+    draft = None
+    if payload.draft_model is not None:
+        draft = GgufModel.objects.filter(name=payload.draft_model).first()
+        if draft is None:
+            raise ApiError(f"There is no model named {payload.draft_model!r}.", 400, "draft_model")
     wanted = oncall.Settings(pool_from(payload.pool), payload.idle_minutes, payload.replicas, payload.ctx,
-                             payload.slots, payload.when_short)
+                             payload.slots, payload.when_short, payload.draft_tokens, draft)
     try:
         return described(oncall.save(model, wanted))
     except oncall.OnCallError as exc:

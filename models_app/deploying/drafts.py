@@ -8,23 +8,23 @@ token for token: a draft proposes token ids, and the model checks those ids.
 from pathlib import Path
 
 from models_app.gguf.reader import DIGEST, GGUFError, read_header
-from models_app.models import Deployment, GgufModel, ModelStatus
+from models_app.models import GgufModel, ModelStatus
 from models_app.planning import planner
 from models_app.planning.records import head_machine
 
 TOKENS = "tokenizer.ggml.tokens"
 
 
-def head_memory(draft: GgufModel, deployment: Deployment) -> planner.Memory:
-    """What the draft holds on the head: planned as the head holding every layer of it and its output."""
+def head_memory(draft: GgufModel, ctx: int, slots: int) -> planner.Memory:
+    """What the draft holds on the head for `slots` sequences of `ctx` tokens: planned as the head holding every
+    layer of it and its output."""
     shape = planner.shape_of(draft)
-    options = planner.Options(ctx=deployment.ctx, slots=deployment.slots)
-    return planner.stage_memory(shape, 0, shape.n_layer + 1, options, is_head=True)
+    return planner.stage_memory(shape, 0, shape.n_layer + 1, planner.Options(ctx=ctx, slots=slots), is_head=True)
 
 
-def refusal(deployment: Deployment, draft: GgufModel) -> str | None:
-    """Why `draft` cannot draft for the deployment, in words; None when it can."""
-    model = deployment.model
+def refusal(model: GgufModel, draft: GgufModel, ctx: int, slots: int) -> str | None:
+    """Why `draft` cannot draft for `model` served with `slots` sequences of `ctx` tokens, in words; None when it
+    can."""
     if draft.status != ModelStatus.READY:
         return f"The draft model {draft.name} is not ready ({draft.get_status_display().lower()})."
     if draft.pooling:
@@ -40,10 +40,10 @@ def refusal(deployment: Deployment, draft: GgufModel) -> str | None:
     if ours != theirs:
         return (f"{draft.name} and {model.name} have as many tokens, but not the same ones: a draft model must "
                 "have the same vocabulary.")
-    needed, free = head_memory(draft, deployment).total, head_machine().usable_bytes
+    needed, free = head_memory(draft, ctx, slots).total, head_machine().usable_bytes
     if needed > free:
-        return (f"{draft.name} needs {needed / planner.MiB:,.0f} MiB on the head for {deployment.slots} slot(s) of "
-                f"{deployment.ctx:,} tokens; the head has {free / planner.MiB:,.0f} MiB free.")
+        return (f"{draft.name} needs {needed / planner.MiB:,.0f} MiB on the head for {slots} slot(s) of "
+                f"{ctx:,} tokens; the head has {free / planner.MiB:,.0f} MiB free.")
     return None
 
 

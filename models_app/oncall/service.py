@@ -15,8 +15,10 @@ from django.db import transaction
 from django.template.defaultfilters import pluralize
 
 from clusterpanel.kit.natural import natural_sorted
+from models_app.deploying import drafts
 from models_app.deploying.deploy import record_stages
 from models_app.models import (
+    MAX_DRAFT_TOKENS,
     Deployment,
     DeploymentStatus,
     GgufModel,
@@ -53,6 +55,8 @@ class Settings:
     ctx: int = 2048
     slots: int = 1
     when_short: str = WhenShort.WAIT
+    draft_tokens: int = 0  # speculative decoding, as a deployment's (deploy.set_drafting)
+    draft_model: GgufModel | None = None
 
 
 def pool_of(on_call: OnCall) -> list[Node]:
@@ -80,6 +84,10 @@ def check(model: GgufModel, wanted: Settings) -> None:
     if wanted.when_short not in WhenShort.values:
         raise OnCallError(f"When laptops are short, choose {' or '.join(WhenShort.values)}, not "
                           f"{wanted.when_short!r}.", "when_short")
+    whole(wanted.draft_tokens, "draft_tokens", 0, MAX_DRAFT_TOKENS, "Draft tokens")
+    if wanted.draft_model is not None and (why := drafts.refusal(model, wanted.draft_model, wanted.ctx,
+                                                                 wanted.slots)):
+        raise OnCallError(why, "draft_model")
     if wanted.pool is not None and not wanted.pool:
         raise OnCallError("Choose at least one laptop for its pool, or any ready laptop.", "pool")
     nodes = wanted.pool if wanted.pool is not None else list(Node.objects.filter(status=NodeStatus.READY))
@@ -143,7 +151,8 @@ def save(model: GgufModel, wanted: Settings) -> OnCall:
     with transaction.atomic():
         on_call, _ = OnCall.objects.update_or_create(model=model, defaults={
             "any_laptop": wanted.pool is None, "idle_minutes": wanted.idle_minutes, "replicas": wanted.replicas,
-            "ctx": wanted.ctx, "slots": wanted.slots, "when_short": wanted.when_short})
+            "ctx": wanted.ctx, "slots": wanted.slots, "when_short": wanted.when_short,
+            "draft_tokens": wanted.draft_tokens, "draft_model": wanted.draft_model})
         on_call.pool.set(wanted.pool or [])
     return on_call
 
@@ -191,6 +200,7 @@ def waiting_plan(why: str) -> dict:
 def waiting_deployment(model: GgufModel, on_call: OnCall, why: str) -> Deployment:
     """A deployment that holds no laptop yet: requests queue on it until the scheduler places it (`place`)."""
     return Deployment.objects.create(model=model, ctx=on_call.ctx, slots=on_call.slots, plan=waiting_plan(why),
+                                     draft_tokens=on_call.draft_tokens, draft_model=on_call.draft_model,
                                      status_detail=f"Waiting for laptops: {why}", on_call=True)
 
 

@@ -2,7 +2,7 @@ from django import forms
 
 from clusterpanel.kit.idfields import IdMultipleChoiceField
 from clusterpanel.kit.natural import natural_sorted
-from models_app.models import OnCall, WhenShort
+from models_app.models import GgufModel, ModelStatus, OnCall, WhenShort
 from models_app.oncall.service import Settings
 from nodes.models import Node
 
@@ -28,15 +28,23 @@ class OnCallForm(forms.Form):
     slots = forms.IntegerField(initial=1, help_text="People each deployment serves at once.")
     when_short = forms.ChoiceField(choices=WhenShort.choices, initial=WhenShort.WAIT, label="When laptops are short",
                                    help_text="A deployment with jobs is never stopped.")
+    draft_tokens = forms.IntegerField(initial=0, required=False, label="Draft tokens",
+                                      help_text="Speculative decoding: the most tokens an answer drafts a step (0: off).")
+    draft_model = forms.ModelChoiceField(GgufModel.objects.filter(status=ModelStatus.READY, pooling=0),
+                                         to_field_name="name", required=False, empty_label="n-grams of the answer",
+                                         label="Drafted by", help_text="A small model with the same vocabulary, on "
+                                                                      "the head.")
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.fields["pool"].label_from_instance = lambda node: node.name
+        self.fields["draft_model"].label_from_instance = lambda model: model.name
 
     def settings(self) -> Settings:
         data = self.cleaned_data
         pool = None if data["any_laptop"] else natural_sorted(list(data["pool"]), lambda node: node.name)
-        return Settings(pool, data["idle_minutes"], data["replicas"], data["ctx"], data["slots"], data["when_short"])
+        return Settings(pool, data["idle_minutes"], data["replicas"], data["ctx"], data["slots"], data["when_short"],
+                        data["draft_tokens"] or 0, data["draft_model"])
 
     @classmethod
     def of(cls, on_call: OnCall | None) -> "OnCallForm":
@@ -44,4 +52,5 @@ class OnCallForm(forms.Form):
             return cls()
         return cls(initial={"any_laptop": on_call.any_laptop, "pool": list(on_call.pool.all()),
                             "idle_minutes": on_call.idle_minutes, "replicas": on_call.replicas, "ctx": on_call.ctx,
-                            "slots": on_call.slots, "when_short": on_call.when_short})
+                            "slots": on_call.slots, "when_short": on_call.when_short,
+                            "draft_tokens": on_call.draft_tokens, "draft_model": on_call.draft_model})

@@ -9,6 +9,8 @@ from django.test import Client
 from clusterpanel.accounts.models import ApiToken
 from models_app.models import OnCall
 from models_app.oncall import service as oncall
+from models_app.library.adding import ensure_bundled, register_path
+from tests.drafts import cut_draft, other_vocabulary
 from tests.oncall_rows import gguf, laptops, on_call
 from tests.rows import client_for
 
@@ -73,7 +75,8 @@ def test_by_script_each_refusal_names_its_field_and_a_good_one_is_asleep(admin, 
     assert made.status_code == 200, made.json()
     assert made.json() | {"events": []} == {"model": "small", "state": "asleep", "pool": [p.name for p in pool],
                                             "idle_minutes": 5, "replicas": 1, "ctx": 1024, "slots": 1,
-                                            "when_short": "wait", "events": []}
+                                            "when_short": "wait", "draft_tokens": 0, "draft_model": None,
+                                            "events": []}
     listed = admin.get("/api/models/").json()["results"]
     assert [(m["name"], m["on_call"], m["state"]) for m in listed] == [("small", True, "asleep")]
     user = Client(HTTP_AUTHORIZATION=f"Bearer {ApiToken.issue(bob, 'tests')[1]}")
@@ -99,3 +102,21 @@ def test_on_its_page_a_refusal_is_shown_on_the_form_and_a_good_one_listed_asleep
     assert b'id="on-call-state">asleep</strong>' in shown and b"unloaded after 5 idle minutes" in shown
     page.post(f"/models/{model.name}/on-call/off/")
     assert not OnCall.objects.exists()
+
+
+def test_a_draft_on_call_is_checked_as_a_deployment_s_and_carried_to_the_deployment_a_request_wakes(admin, db,
+                                                                                                   tmp_path):
+    model, pool = ensure_bundled(), laptops(2)
+    register_path(cut_draft(tmp_path), name="cut", checksum_now=True)
+    register_path(other_vocabulary(tmp_path), name="other", checksum_now=True)
+    url = f"/api/models/{model.name}/on-call/"
+    body = {"pool": [p.name for p in pool], "ctx": 1024, "draft_tokens": 6}
+    for wrong, field in ((("draft_model", "other"), "draft_model"), (("draft_model", "nowhere"), "draft_model"),
+                         (("draft_tokens", 33), "draft_tokens")):
+        answer = admin.put(url, dict(body, **dict([wrong])), "application/json")
+        assert answer.status_code == 400 and answer.json()["field"] == field, answer.json()
+    assert not OnCall.objects.exists(), "nothing is saved"
+    made = admin.put(url, {**body, "draft_model": "cut"}, "application/json").json()
+    assert (made["draft_tokens"], made["draft_model"]) == (6, "cut")
+    woken = oncall.waiting_deployment(model, OnCall.objects.get(model=model), "a request named it")
+    assert (woken.draft_tokens, woken.draft_model.name) == (6, "cut"), "its deployments draft as it says"
