@@ -60,9 +60,11 @@ class Panel:
 
 @contextmanager
 def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", subnet: str = "10.240.0.0/24",
-                  collector: bool = False, worker_pool: tuple[str, ...] = ("--pool", "solo")):
+                  collector: bool = False, worker_pool: tuple[str, ...] = ("--pool", "solo"),
+                  laptop_cpus: float | None = None):
     """`collector`: the metrics collector too (live laptop samples for a dashboard); `worker_pool`: how the
-    Celery worker runs its tasks (make run's: prefork, four at once)."""
+    Celery worker runs its tasks (make run's: prefork, four at once); `laptop_cpus`: each laptop held to that
+    share of one core (slow laptops, beside a head that is not held)."""
     processes, simulated, panel = [], None, None
     with scratch_django("bench-panel-") as scratch:
         data, redis = scratch.data, scratch.redis
@@ -81,7 +83,7 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
             client.force_login(admin)
             cookie = f"sessionid={client.cookies['sessionid'].value}"
             simulated = SimLan(name, data / "simlan", subnet=subnet)
-            lan = simulated.up(laptops, rate=rate)
+            lan = simulated.up(laptops, rate=rate, cpus=laptop_cpus)
             key = Path(lan.key_path).read_text()
             nodes = []
             for laptop in lan.laptops:

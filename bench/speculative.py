@@ -12,7 +12,7 @@ medians over rounds; ratios round by round, then the median. The panel's draftin
 between requests as an admin would (its engine takes it before the next job). How many of the panel's greedy
 answers with drafts are token for token its answers without, and the share of drafts kept, from the job rows.
 
-    .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8] [--cut-layers 20]
+    .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8] [--cut-layers 20] [--laptop-cpus 0.25]
 """
 
 import argparse
@@ -91,7 +91,8 @@ ANCHORS = ["llama-server", "llama-server ngram-simple", "llama-server cut draft"
 
 def report(found: dict, answers: dict, args) -> None:
     systems = [*PANEL, *ANCHORS]
-    print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split), bundled model, one person, greedy, "
+    held = f", each held to {args.laptop_cpus} of a core" if args.laptop_cpus else ""
+    print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split{held}), bundled model, one person, greedy, "
           f"{args.tokens} tokens at most, {args.rounds} rounds; drafts up to {args.draft} tokens a step; the cut "
           f"draft keeps the first {args.cut_layers} of 30 layers\n")
     print("| prompt | " + " | ".join(f"{s} tok/s" for s in systems) + " |")
@@ -136,10 +137,13 @@ def main() -> None:
     parser.add_argument("--draft", type=int, default=8)
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--cut-layers", type=int, default=20)
+    parser.add_argument("--laptop-cpus", type=float, default=None,
+                        help="hold each laptop to this share of one core (a pipeline slow beside its head, as a "
+                             "large model's is; the head and its draft are not held)")
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     found, answers = defaultdict(list), defaultdict(list)
-    with scratch_panel() as panel:
+    with scratch_panel(laptop_cpus=args.laptop_cpus) as panel:
         from clusterpanel.accounts.models import ApiToken, User
         from models_app.library.adding import ensure_bundled, register_path
         from models_app.library.bundled import bundled_model_path

@@ -377,7 +377,8 @@ def set_drafting(deployment: Deployment, tokens: int, draft_model: GgufModel | N
                             f"{tokens!r} is not.")
     changes = {"draft_tokens": tokens}
     if draft_model != "unchanged":
-        if draft_model is not None and (why := drafts.refusal(deployment.model, draft_model, deployment.ctx, deployment.slots)):
+        why = draft_model and drafts.refusal(deployment.model, draft_model, deployment.ctx, deployment.slots)
+        if why:
             raise DraftRefused(why)
         changes["draft_model"] = draft_model
     Deployment.objects.filter(pk=deployment.pk).update(**changes)

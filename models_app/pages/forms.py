@@ -29,7 +29,8 @@ class OnCallForm(forms.Form):
     when_short = forms.ChoiceField(choices=WhenShort.choices, initial=WhenShort.WAIT, label="When laptops are short",
                                    help_text="A deployment with jobs is never stopped.")
     draft_tokens = forms.IntegerField(initial=0, required=False, label="Draft tokens",
-                                      help_text="Speculative decoding: the most tokens an answer drafts a step (0: off).")
+                                      help_text="Speculative decoding: the most tokens an answer drafts a step "
+                                                "(0: off).")
     draft_model = forms.ModelChoiceField(GgufModel.objects.filter(status=ModelStatus.READY, pooling=0),
                                          to_field_name="name", required=False, empty_label="n-grams of the answer",
                                          label="Drafted by", help_text="A small model with the same vocabulary, on "

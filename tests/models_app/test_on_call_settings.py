@@ -7,9 +7,9 @@ import pytest
 from django.test import Client
 
 from clusterpanel.accounts.models import ApiToken
+from models_app.library.adding import ensure_bundled, register_path
 from models_app.models import OnCall
 from models_app.oncall import service as oncall
-from models_app.library.adding import ensure_bundled, register_path
 from tests.drafts import cut_draft, other_vocabulary
 from tests.oncall_rows import gguf, laptops, on_call
 from tests.rows import client_for
