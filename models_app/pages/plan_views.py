@@ -163,8 +163,9 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
 def draft_choices(deployment: Deployment) -> list[dict]:
     """Ready text models with the deployment's vocabulary size, each with what it would hold on the head."""
     found = GgufModel.objects.filter(status=ModelStatus.READY, pooling=0, vocab_size=deployment.model.vocab_size)
-    return [{"name": model.name, "mib": drafts.head_memory(model, deployment.ctx, deployment.slots).total // planner.MiB,
-             "chosen": model.pk == deployment.draft_model_id} for model in found.order_by("size")]
+    return [{"name": model.name, "chosen": model.pk == deployment.draft_model_id,
+             "mib": drafts.head_memory(model, deployment.ctx, deployment.slots).total // planner.MiB}
+            for model in found.order_by("size")]
 
 
 def troubles(deployment: Deployment, stages) -> list[dict]:
