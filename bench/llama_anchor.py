@@ -88,7 +88,9 @@ def check_placement(deployment, log: Path) -> None:
     from models_app.llamacpp.oneshot import LAYER_PLACED
 
     expected = expected_devices(deployment.plan)
-    placed = {int(layer): device for layer, device in LAYER_PLACED.findall(log.read_text(errors="replace"))}
+    placed = {}
+    for layer, device in LAYER_PLACED.findall(log.read_text(errors="replace")):
+        placed.setdefault(int(layer), device)  # the model's own first: a draft model (--model-draft) loads after
     found = [placed.get(i) for i in range(len(expected))]
     if found != expected:
         raise SystemExit(f"llama-server placed the layers as {found}, not as the panel's plan {expected}.")

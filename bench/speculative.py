@@ -65,6 +65,7 @@ def panel_run(panel, deployment, label: str, prompt: str, args, headers) -> tupl
     named = PANEL[label]
     draft = deployment.model if named == "self" else GgufModel.objects.get(name=named) if named else None
     deploy.set_drafting(deployment, args.draft if label != "panel" else 0, draft)
+    measured(panel.port, f"deployment-{deployment.pk}", "Hello.", 4, headers)  # a draft model loads here, once
     found = measured(panel.port, f"deployment-{deployment.pk}", prompt, args.tokens, headers)
     return found, Job.objects.latest("pk")
 
@@ -83,14 +84,16 @@ def rounds(panel, deployment, anchor_port: int, anchor: str, args, headers, foun
                 found[system, name].append({**result, "drafted": job.drafted_tokens, "accepted": job.accepted_tokens})
                 answers[system, name].append(job.output)
             print(f"  round {round_no} {name}: " + ", ".join(
-                f"{s} {found[s, name][-1]['rate']:.1f}" for s in runs), flush=True)
+                f"{s} {found[s, name][-1]['rate']:.1f} ({found[s, name][-1]['tokens']} tokens"
+                + (f", {found[s, name][-1]['accepted']}/{found[s, name][-1]['drafted']} kept" if s in PANEL else "")
+                + ")" for s in runs), flush=True)
 
 
 ANCHORS = ["llama-server", "llama-server ngram-simple", "llama-server cut draft"]
 
 
 def report(found: dict, answers: dict, args) -> None:
-    systems = [*PANEL, *ANCHORS]
+    systems = [*PANEL, *args.anchors]
     held = f", each held to {args.laptop_cpus} of a core" if args.laptop_cpus else ""
     print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split{held}), bundled model, one person, greedy, "
           f"{args.tokens} tokens at most, {args.rounds} rounds; drafts up to {args.draft} tokens a step; the cut "
@@ -100,9 +103,10 @@ def report(found: dict, answers: dict, args) -> None:
     for name in PROMPTS:
         print(f"| {name} | " + " | ".join(f"{statistics.median(r['rate'] for r in found[s, name]):.1f}"
                                            for s in systems) + " |")
-    pairs = [("panel+ngram", "panel"), ("panel+cut", "panel"), ("panel+self", "panel"), ("panel", "llama-server"),
-             ("panel+ngram", "llama-server ngram-simple"), ("panel+cut", "llama-server cut draft"),
-             ("panel+cut", "llama-server")]
+    pairs = [pair for pair in (("panel+ngram", "panel"), ("panel+cut", "panel"), ("panel+self", "panel"),
+                               ("panel", "llama-server"), ("panel+ngram", "llama-server ngram-simple"),
+                               ("panel+cut", "llama-server cut draft"), ("panel+self", "llama-server"))
+             if pair[1] in systems]
     print("\nRatios, paired round by round (median):\n")
     print("| prompt | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |")
     print("|---|" + "---:|" * len(pairs))
@@ -137,6 +141,8 @@ def main() -> None:
     parser.add_argument("--draft", type=int, default=8)
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--cut-layers", type=int, default=20)
+    parser.add_argument("--anchors", nargs="+", default=ANCHORS, choices=ANCHORS,
+                        help="the llama-server runs to measure beside (each runs the panel's ways again beside it)")
     parser.add_argument("--laptop-cpus", type=float, default=None,
                         help="hold each laptop to this share of one core (a pipeline slow beside its head, as a "
                              "large model's is; the head and its draft are not held)")
@@ -159,8 +165,11 @@ def main() -> None:
         for anchor, extra in zip(ANCHORS, ((), (
                 "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
                 "--spec-ngram-simple-size-m", str(args.draft)), (
-                "--model-draft", str(cut_path), "--gpu-layers-draft", "0", "--draft-max", str(args.draft))),
+                "--spec-type", "draft-simple", "--model-draft", str(cut_path), "--gpu-layers-draft", "0",
+                "--spec-draft-n-max", str(args.draft))),
                                  strict=True):
+            if anchor not in args.anchors:
+                continue
             with llama_server(deployment, 1, extra) as port:
                 measured(port, "anchor", "Hello.", 8, headers)  # nothing measured pays for a cold start
                 measured(panel.port, f"deployment-{deployment.pk}", "Hello.", 8, headers)
