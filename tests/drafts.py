@@ -1,6 +1,12 @@
 """Draft models made from the bundled model for tests: a cut (its first layers, scripts/cut_draft.py), and a
-copy whose vocabulary differs in one token, which no model may draft with."""
+copy whose vocabulary differs in one token, which no model may draft with.
 
+Each is written once per bundled model into a cache folder beside the build cache (writing one takes seconds)
+and copied from there into the test's folder: a test gets a file of its own to register, and test workers that
+write the same cache file at once each write a temporary one and rename it."""
+
+import os
+import shutil
 from pathlib import Path
 
 import gguf
@@ -11,18 +17,33 @@ from scripts.cut_draft import cut
 CUT_LAYERS = 20  # of its 30: enough that the draft guesses some of the answer
 
 
-def cut_draft(folder: Path, layers: int = CUT_LAYERS) -> Path:
-    target = folder / f"draft-{layers}.gguf"
+def cached(folder: Path, name: str, write) -> Path:
+    """`folder/name`, copied from the cache, which `write(path)` fills the first time."""
+    source = bundled_model_path()
+    stamp = f"{source.stat().st_size}-{int(source.stat().st_mtime)}"
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "clusterpanel" / "test-drafts" / stamp
+    kept = cache / name
+    if not kept.exists():
+        cache.mkdir(parents=True, exist_ok=True)
+        part = cache / f"{name}.{os.getpid()}.part"
+        write(part)
+        part.rename(kept)
+    target = folder / name
     if not target.exists():
-        cut(bundled_model_path(), target, layers)
+        shutil.copyfile(kept, target)
     return target
+
+
+def cut_draft(folder: Path, layers: int = CUT_LAYERS) -> Path:
+    return cached(folder, f"draft-{layers}.gguf", lambda path: cut(bundled_model_path(), path, layers))
 
 
 def other_vocabulary(folder: Path, token: int = 1000) -> Path:
     """The bundled model, its token `token` spelled otherwise: as many tokens, not the same ones."""
-    target = folder / "other-vocabulary.gguf"
-    if target.exists():
-        return target
+    return cached(folder, f"other-vocabulary-{token}.gguf", lambda path: write_other(path, token))
+
+
+def write_other(target: Path, token: int) -> None:
     reader = gguf.GGUFReader(bundled_model_path())
     writer = gguf.GGUFWriter(target, reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
     for field in reader.fields.values():
@@ -43,4 +64,3 @@ def other_vocabulary(folder: Path, token: int = 1000) -> Path:
     for tensor in reader.tensors:
         writer.write_tensor_data(tensor.data)
     writer.close()
-    return target

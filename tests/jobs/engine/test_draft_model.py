@@ -15,7 +15,7 @@ from tests.drafts import cut_draft, other_vocabulary
 from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
-GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": 40, "stop": []}
+GREEDY = {"temperature": 0.0, "top_p": 1.0, "top_k": 40, "repeat_penalty": 1.0, "max_tokens": 32, "stop": []}
 ASKED = [[{"role": "user", "content": "Explain what a lighthouse does, in three sentences."}],
          [{"role": "user", "content": "List five fruits and their colours."}]]
 
@@ -89,7 +89,7 @@ def test_the_cutting_tool_refuses_what_it_cannot_cut_and_leaves_no_file(folder, 
     assert cut_main([str(bundled_model_path()), str(target), "--layers", "30"]) == 2
     assert "has 30 layers: a draft keeps 1 to 29 of them, not 30" in capsys.readouterr().err
     assert not target.exists()
-    kept = cut_draft(folder, layers=4)
+    kept = cut_draft(folder)
     assert cut_main([str(bundled_model_path()), str(kept), "--layers", "4"]) == 2, "it overwrites nothing"
     assert "exists" in capsys.readouterr().err
 
