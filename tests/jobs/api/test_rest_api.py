@@ -81,7 +81,8 @@ def test_it_pages_lists_with_limit_and_offset(ready, bob_api):
 def test_it_lists_deployments_with_their_plan(ready, bob_api):
     listed = bob_api.get("/api/deployments/").json()["results"]
     assert listed == [{"id": ready.pk, "model": "tiny", "model_ids": ["tiny", f"deployment-{ready.pk}"],
-                       "status": "ready", "ctx": 1024, "slots": 1, "draft_tokens": 0, "is_default": True,
+                       "status": "ready", "ctx": 1024, "slots": 1, "draft_tokens": 0, "draft_model": None,
+                       "is_default": True,
                        "created": ready.created.isoformat(),
                        "plan": {"mode": "even", "tokens_per_second": 1.0, "bottleneck": "head",
                                 "stages": [{"machine": "head", "device": "CPU", "first_layer": 0, "layers": 2}]}}]
