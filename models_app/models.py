@@ -108,8 +108,9 @@ class Deployment(models.Model):
     on_call = models.BooleanField(default=False)
     draft_tokens = models.PositiveSmallIntegerField(
         default=0, validators=[MaxValueValidator(MAX_DRAFT_TOKENS)],
-        help_text="Speculative decoding by n-gram drafting: the most tokens an answer drafts per step, which one "
-                  "step through the pipeline then checks together (0: none). Its engine takes a change at once.")
+        help_text="Speculative decoding: the most tokens an answer drafts per step (by n-grams, or by draft_model), "
+                  "which one step through the pipeline then checks together (0: none). Its engine takes a change at "
+                  "once.")
     draft_model = models.ForeignKey(
         GgufModel, null=True, blank=True, on_delete=models.SET_NULL, related_name="drafting_for",
         help_text="A small model with the same vocabulary that drafts on the head instead of n-grams, when "

@@ -19,6 +19,8 @@ from models_app.llamacpp.oneshot import sequences
 
 log = logging.getLogger(__name__)
 STEP_TOKENS = 512
+FAILURES_IN_A_ROW = 3
+MAX_VOCAB_DIFFERENCE = 128  # tokens a draft's vocabulary may lack at its end: a model's padding (llama.cpp's too)
 
 
 class DraftError(RuntimeError):
@@ -37,7 +39,9 @@ class ModelDraft:
                                  verbose=False)
         except (ValueError, RuntimeError) as exc:
             raise DraftError(f"llama.cpp could not load the draft model: {exc}") from None
-        if (found := differs(self.llm, target)) is not None:
+        found = differs(llama_cpp, self.llm, target)
+        if found is not None:
+            self.llm.close()
             raise DraftError(found)
         self.ctx = self.llm._ctx.ctx
         self.memory = llama_cpp.llama_get_memory(self.ctx)
@@ -45,6 +49,8 @@ class ModelDraft:
         self.batch = llama_cpp.llama_batch_init(STEP_TOKENS, 0, 1)
         self.cached: dict[int, list[int]] = {}  # sequence id → the tokens its cache holds
         self.steps = 0  # decode steps of the draft model, for the bench
+        self.failures = 0  # steps in a row that could not draft
+        self.broken = ""  # why it no longer drafts, after FAILURES_IN_A_ROW
 
     def draft(self, wanted: list[tuple[int, list[int], int]]) -> list[list[int]]:
         """For each (sequence id, the tokens its next token follows, most tokens wanted): as many tokens drafted
@@ -70,7 +76,11 @@ class ModelDraft:
         except DraftError as exc:  # no draft this step: the target goes on a token at a time
             log.warning("draft model: %s; its caches are cleared", exc)
             self.forget_all()
+            self.failures += 1
+            if self.failures >= FAILURES_IN_A_ROW:
+                self.broken = f"it failed {self.failures} steps in a row ({exc}); n-grams draft instead"
             return [[] for _ in wanted]
+        self.failures = 0
         return [drafts[seq_id] for seq_id, _, _ in wanted]
 
     def _read(self, feeds: list[tuple[int, list[int]]]) -> dict[int, int]:
@@ -113,15 +123,17 @@ class ModelDraft:
         self.llm.close()
 
 
-def differs(draft, target) -> str | None:
-    """Why the draft cannot draft for the target, in words; None when their vocabularies are the same."""
-    if draft.n_vocab() != target.n_vocab():
-        return (f"The draft model's vocabulary has {draft.n_vocab():,} tokens, the model's {target.n_vocab():,}: "
-                "a draft must share the model's vocabulary.")
-    ours, theirs = draft._model, target._model
-    for token in range(target.n_vocab()):
-        if ours.token_get_text(token) != theirs.token_get_text(token):
-            return (f"The draft model's token {token} is {ours.token_get_text(token)!r}, the model's "
-                    f"{theirs.token_get_text(token)!r}: a draft must share the model's vocabulary.")
+def differs(api, draft, target) -> str | None:
+    """Why the draft cannot draft for the target, in words; None when its tokens are the target's first ones.
+    It may lack up to MAX_VOCAB_DIFFERENCE at the end (Qwen2.5-72B's padding to 152,064 beside 0.5B's 151,936);
+    it may not have more, whose ids the target could not read."""
+    ours, theirs = draft.n_vocab(), target.n_vocab()
+    if not 0 <= theirs - ours <= MAX_VOCAB_DIFFERENCE:
+        return (f"The draft model's vocabulary has {ours:,} tokens, the model's {theirs:,}: a draft must share the "
+                "model's vocabulary.")
+    mine, other = draft._model.vocab, target._model.vocab
+    for token in range(ours):
+        if api.llama_vocab_get_text(mine, token) != api.llama_vocab_get_text(other, token):
+            return (f"The draft model's token {token} is {api.llama_vocab_get_text(mine, token)!r}, the model's "
+                    f"{api.llama_vocab_get_text(other, token)!r}: a draft must share the model's vocabulary.")
     return None
-

@@ -36,8 +36,8 @@ class NgramIndex:
         return self._follow(self.tokens[-LONGEST:], most, SHORTEST) if most > 0 else []
 
     def padded(self, draft: list[int], length: int) -> list[int]:
-        """`draft` guessed on to `length` tokens: what followed the tail of the sequence and draft the last time
-        its last token or two were seen, and where nothing was, that token again."""
+        """`draft` guessed on to `length` tokens: what followed the longest tail of the sequence and draft seen
+        before (down to its last token alone), and where nothing was, that token again."""
         made = list(draft)
         while len(made) < length:
             tail = (self.tokens[-LONGEST:] + made)[-LONGEST:]

@@ -131,9 +131,10 @@ class Engine:
         if path:
             try:
                 self.batcher.draft_model = ModelDraft(path, self.ctx, self.slots, self.llm)
-            except DraftError as exc:
-                self.draft_problem, self._draft_refused = str(exc), path
-                log.warning("deployment's draft model %s left out: %s", path, exc)
+            except Exception as exc:  # noqa: BLE001 - whatever a file does, the engine goes on without it
+                why = str(exc) if isinstance(exc, DraftError) else f"it could not be loaded: {exc!r}"
+                self.draft_problem, self._draft_refused = why, path
+                log.warning("deployment's draft model %s left out: %s", path, why)
 
     def formatter(self, answer: bool = True):
         """The model's own chat template, compiled once (a Jinja compile per job would delay every answer); with

@@ -210,7 +210,8 @@ class Server:
         self.reported_at = now
         child.set_engine(self.deployment, slots=len(self.batcher.sequences), busy=len(self.jobs),
                           jobs=sorted(self.jobs), tokens_per_s=round(self.rate.per_second(), 1),
-                          draft={**self.drafting.since_last(self.batcher), "problem": self.engine.draft_problem},
+                          draft={**self.drafting.since_last(self.batcher), "problem": self.engine.draft_problem or (
+                              self.batcher.draft_model.broken if self.batcher.draft_model else "")},
                           at=time.time())
 
 

@@ -271,7 +271,7 @@ class Batcher:
         mosts = [self._most(seq, room) for seq in generating]
         if min(mosts, default=0) <= 0:
             return [[] for _ in generating]
-        if self.draft_model is not None:
+        if self.draft_model is not None and not self.draft_model.broken:
             return self.draft_model.draft([(seq.seq_id, [*seq.cached, seq.last], most)
                                            for seq, most in zip(generating, mosts, strict=True)])
         drafted = [seq.index.draft(most) for seq, most in zip(generating, mosts, strict=True)]

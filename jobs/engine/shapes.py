@@ -14,7 +14,10 @@ import ctypes
 
 import numpy as np
 
-TEXT = b"The lighthouse keeper climbed the stairs at dusk, lit the lamp, and wrote the weather in his log."
+# Over 64 tokens, so a whole read is a step of many rows (where a backend may switch to another kernel).
+TEXT = (b"The lighthouse keeper climbed the stairs at dusk, lit the lamp, and wrote the weather in his log. Below, "
+        b"the fishing boats came home one by one, their lanterns swinging, while gulls settled on the harbour wall "
+        b"and the wind turned to the north, bringing rain across the bay before midnight.")
 
 
 def any_shape(batcher, tokenize) -> bool:

@@ -111,10 +111,13 @@ def kept(job_id: int) -> list[dict]:
 def told(job_id: int) -> str | None:
     """The text this job's stream has carried for its latest attempt: what a listener was told. None when
     Redis does not answer."""
+    quick = quick_store()
     try:
-        events = kept(job_id)
+        events = [json.loads(raw) for raw in quick.lrange(key(job_id), 0, -1)]
     except (redis.RedisError, OSError):
         return None
+    finally:
+        quick.close()
     latest = max((event.get("attempt", 1) for event in events), default=1)
     return "".join(event["text"] for event in events if event["event"] == "token" and event.get("attempt", 1) == latest)
 

@@ -354,7 +354,11 @@ def again(deployment: Deployment, ready_only: bool, user=None) -> Deployment:
     with transaction.atomic():
         fresh = create(deployment.model, nodes, deployment.ctx, mode, user=user, manual=manual,
                        head_layers=head_layers, preseed=deployment.preseed, slots=deployment.slots)
-        set_drafting(fresh, deployment.draft_tokens, deployment.draft_model)
+        # Copied as it is, not checked again: the old engine still holds the draft on the head, and one that no
+        # longer fits is left out by the new engine, saying why on its page (jobs/engine/loaded_model.use_draft).
+        Deployment.objects.filter(pk=fresh.pk).update(draft_tokens=deployment.draft_tokens,
+                                                      draft_model=deployment.draft_model_id)
+        fresh.draft_tokens, fresh.draft_model_id = deployment.draft_tokens, deployment.draft_model_id
         if deployment.is_active:
             stop(deployment, detail=f"Replaced by deployment #{fresh.pk}.")
         if deployment.is_default:
@@ -377,7 +381,9 @@ def set_drafting(deployment: Deployment, tokens: int, draft_model: GgufModel | N
                             f"{tokens!r} is not.")
     changes = {"draft_tokens": tokens}
     if draft_model != "unchanged":
-        why = draft_model and drafts.refusal(deployment.model, draft_model, deployment.ctx, deployment.slots)
+        chosen_again = draft_model is not None and draft_model.pk == deployment.draft_model_id  # loaded already
+        why = draft_model and not chosen_again and drafts.refusal(deployment.model, draft_model, deployment.ctx,
+                                                                   deployment.slots)
         if why:
             raise DraftRefused(why)
         changes["draft_model"] = draft_model

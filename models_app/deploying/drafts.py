@@ -13,6 +13,7 @@ from models_app.planning import planner
 from models_app.planning.records import head_machine
 
 TOKENS = "tokenizer.ggml.tokens"
+MAX_VOCAB_DIFFERENCE = 128  # as jobs/engine/draft_model.py allows: a model's padding at the end of its tokens
 
 
 def head_memory(draft: GgufModel, ctx: int, slots: int) -> planner.Memory:
@@ -22,32 +23,32 @@ def head_memory(draft: GgufModel, ctx: int, slots: int) -> planner.Memory:
     return planner.stage_memory(shape, 0, shape.n_layer + 1, planner.Options(ctx=ctx, slots=slots), is_head=True)
 
 
-def refusal(model: GgufModel, draft: GgufModel, ctx: int, slots: int) -> str | None:
-    """Why `draft` cannot draft for `model` served with `slots` sequences of `ctx` tokens, in words; None when it
-    can."""
+def refusal(model: GgufModel, draft: GgufModel, ctx: int, slots: int, copies: int = 1) -> str | None:
+    """Why `draft` cannot draft for `model` served with `slots` sequences of `ctx` tokens (`copies` times on the
+    head: an on-call model's replicas), in words; None when it can."""
     if draft.status != ModelStatus.READY:
         return f"The draft model {draft.name} is not ready ({draft.get_status_display().lower()})."
     if draft.pooling:
         return f"{draft.name} is served for embeddings; a draft model must be a model that writes text."
-    if draft.vocab_size != model.vocab_size:
+    if not 0 <= model.vocab_size - draft.vocab_size <= MAX_VOCAB_DIFFERENCE:
         return (f"{draft.name}'s vocabulary has {draft.vocab_size:,} tokens and {model.name}'s {model.vocab_size:,}: "
-                "a draft model must have the same vocabulary (a smaller model of the same family, or one cut "
-                "from this model with scripts/cut_draft.py).")
+                "a draft model must have the same vocabulary, or the same less a model's padding at its end "
+                f"(up to {MAX_VOCAB_DIFFERENCE} tokens): a smaller model of the same family, or one cut from this "
+                "model with scripts/cut_draft.py.")
     try:
-        ours, theirs = vocabulary(draft), vocabulary(model)
+        ours, theirs = vocabulary(draft, draft.vocab_size), vocabulary(model, draft.vocab_size)
     except GGUFError as exc:
         return f"The panel could not compare the vocabularies: {exc}"
     if ours != theirs:
-        return (f"{draft.name} and {model.name} have as many tokens, but not the same ones: a draft model must "
-                "have the same vocabulary.")
-    needed, free = head_memory(draft, ctx, slots).total, head_machine().usable_bytes
+        return f"{draft.name}'s tokens are not {model.name}'s: a draft model must have the same vocabulary."
+    needed, free = copies * head_memory(draft, ctx, slots).total, head_machine().usable_bytes
     if needed > free:
-        return (f"{draft.name} needs {needed / planner.MiB:,.0f} MiB on the head for {slots} slot(s) of "
+        return (f"{draft.name} needs {needed / planner.MiB:,.0f} MiB on the head for {copies * slots} slot(s) of "
                 f"{ctx:,} tokens; the head has {free / planner.MiB:,.0f} MiB free.")
     return None
 
 
-def vocabulary(model: GgufModel) -> str | None:
-    """A fingerprint of the model's tokens, read from its GGUF header."""
-    header = read_header(Path(model.path), model.name, [DIGEST + TOKENS])
-    return header.values.get(DIGEST + TOKENS)
+def vocabulary(model: GgufModel, first: int) -> str | None:
+    """A fingerprint of the model's first `first` tokens, read from its GGUF header."""
+    key = f"{DIGEST}{first}:{TOKENS}"
+    return read_header(Path(model.path), model.name, [key]).values.get(key)

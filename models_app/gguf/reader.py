@@ -121,7 +121,7 @@ def library_path() -> str:
 # Everything below runs in the child, with only the standard library.
 
 GGUF_STRING, GGUF_ARRAY = 8, 9
-DIGEST = "digest:"  # a wanted key "digest:<key>": the SHA-256 of that string array (`digested`), not its length
+DIGEST = "digest:"  # a wanted key "digest:[<n>:]<key>": the SHA-256 of that string array (`digested`), not its length
 GGUF_SCALARS = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
 GGUF_TYPE_NAMES = {0: "uint8", 1: "int8", 2: "uint16", 3: "int16", 4: "uint32", 5: "int32", 6: "float32",
                    7: "bool", 8: "string", 10: "uint64", 11: "int64", 12: "float64"}
@@ -208,21 +208,24 @@ def values(lib, ctx, keys: list[str]) -> dict:
     for key in keys:
         if "{arch}" in key and not isinstance(arch, str):
             continue
-        digest = key.startswith(DIGEST)
-        name = key.removeprefix(DIGEST)
+        digest, name, first = key.startswith(DIGEST), key, None
+        if digest:  # "digest:<key>" or "digest:<n>:<key>"
+            count, _, rest = key.removeprefix(DIGEST).partition(":")
+            first, name = (int(count), rest) if count.isdigit() and rest else (None, key.removeprefix(DIGEST))
         name = name.replace("{arch}", arch) if "{arch}" in name else name  # arch may be a number or a list
         index = lib.gguf_find_key(ctx, name.encode())
         if index >= 0:
-            found[DIGEST + name if digest else name] = digested(lib, ctx, index) if digest else value(lib, ctx, index)
+            found[key if digest else name] = digested(lib, ctx, index, first) if digest else value(lib, ctx, index)
     return found
 
 
-def digested(lib, ctx, index: int) -> str | None:
-    """SHA-256 of a string array's strings, each ended by a NUL: two vocabularies are the same when theirs are."""
+def digested(lib, ctx, index: int, first: int | None) -> str | None:
+    """SHA-256 of a string array's strings (its `first` ones, if given), each ended by a NUL: two vocabularies are
+    the same, as far as that, when theirs are."""
     if lib.gguf_get_kv_type(ctx, index) != GGUF_ARRAY or lib.gguf_get_arr_type(ctx, index) != GGUF_STRING:
         return None
     found = hashlib.sha256()
-    for i in range(lib.gguf_get_arr_n(ctx, index)):
+    for i in range(min(lib.gguf_get_arr_n(ctx, index), first if first is not None else 1 << 62)):
         found.update(lib.gguf_get_arr_str(ctx, index, i) + b"\0")
     return found.hexdigest()
 

@@ -70,11 +70,11 @@ def model_deletion(model: GgufModel) -> list[str]:
         names = ", ".join(f"#{d.pk}" for d in active)
         raise Refused(f"It is deployed ({pluralize(len(active), 'deployment,deployments')} {names}): "
                       "stop it there first.")
-    drafting = model.drafting_for.filter(status__in=Deployment.ACTIVE)
+    drafting = model.drafting_for.filter(status__in=Deployment.ACTIVE, draft_tokens__gt=0)
     if drafting:
         names = ", ".join(f"#{d.pk}" for d in drafting)
-        raise Refused(f"It drafts for {pluralize(len(drafting), 'deployment,deployments')} {names}: turn its "
-                      "drafting to n-grams or off there first.")
+        raise Refused(f"It drafts for {pluralize(len(drafting), 'deployment,deployments')} {names}: choose n-grams "
+                      "or turn drafting off there first.")
     if model.status == ModelStatus.HASHING:
         raise Refused("Its checksum is still being computed; wait for it to finish, then delete it.")
     file, past = owned_file(model), model.deployments.count()

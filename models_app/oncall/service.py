@@ -85,9 +85,10 @@ def check(model: GgufModel, wanted: Settings) -> None:
         raise OnCallError(f"When laptops are short, choose {' or '.join(WhenShort.values)}, not "
                           f"{wanted.when_short!r}.", "when_short")
     whole(wanted.draft_tokens, "draft_tokens", 0, MAX_DRAFT_TOKENS, "Draft tokens")
-    if wanted.draft_model is not None and (why := drafts.refusal(model, wanted.draft_model, wanted.ctx,
-                                                                 wanted.slots)):
-        raise OnCallError(why, "draft_model")
+    if wanted.draft_model is not None and not draft_as_saved(model, wanted):
+        why = drafts.refusal(model, wanted.draft_model, wanted.ctx, wanted.slots, copies=wanted.replicas)
+        if why:
+            raise OnCallError(why, "draft_model")
     if wanted.pool is not None and not wanted.pool:
         raise OnCallError("Choose at least one laptop for its pool, or any ready laptop.", "pool")
     nodes = wanted.pool if wanted.pool is not None else list(Node.objects.filter(status=NodeStatus.READY))
@@ -102,6 +103,13 @@ def check(model: GgufModel, wanted: Settings) -> None:
         raise OnCallError(f"Its pool holds {held} replica{pluralize(held)} of {model.name} at a context of "
                           f"{wanted.ctx} tokens, not {wanted.replicas}: replica {held + 1} would not fit on the "
                           f"laptops left. {why}", "replicas")
+
+
+def draft_as_saved(model: GgufModel, wanted: Settings) -> bool:
+    """The saved settings have this draft for as many sequences: checked then, and maybe loaded on the head now (so
+    not counted against the head's free memory twice)."""
+    return OnCall.objects.filter(model=model, draft_model=wanted.draft_model, ctx=wanted.ctx, slots=wanted.slots,
+                                 replicas__gte=wanted.replicas).exists()
 
 
 def measured(nodes: list[Node]) -> Machines:

@@ -2,6 +2,7 @@
 
 from django import forms
 from django.contrib import messages
+from django.db.models import Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
@@ -161,8 +162,13 @@ def deployment_page(request: HttpRequest, pk: int) -> HttpResponse:
 
 
 def draft_choices(deployment: Deployment) -> list[dict]:
-    """Ready text models with the deployment's vocabulary size, each with what it would hold on the head."""
-    found = GgufModel.objects.filter(status=ModelStatus.READY, pooling=0, vocab_size=deployment.model.vocab_size)
+    """Ready text models that may share the deployment's vocabulary (by its size), and the current draft whatever
+    it is now (a choice left out would be switched to n-grams by the next save); each with what it would hold on the
+    head."""
+    vocab = deployment.model.vocab_size
+    found = GgufModel.objects.filter(Q(pk=deployment.draft_model_id) | Q(
+        status=ModelStatus.READY, pooling=0, vocab_size__lte=vocab,
+        vocab_size__gte=vocab - drafts.MAX_VOCAB_DIFFERENCE))
     return [{"name": model.name, "chosen": model.pk == deployment.draft_model_id,
              "mib": drafts.head_memory(model, deployment.ctx, deployment.slots).total // planner.MiB}
             for model in found.order_by("size")]

@@ -1,7 +1,8 @@
 """A deployment's draft model by script and on its page (models_app/deploying/drafts.py): one cut from the model
-itself is taken and shown; a model of another vocabulary, one too big for the head's
-memory, one that does not exist and one still checksumming are refused in words, changing nothing; a model
-drafting for a running deployment is not deleted from under it."""
+itself is taken and shown, and so is one lacking a few tokens at its end (a model's padding); one with more
+tokens, one of another vocabulary, one too big for the head's memory, one that does not exist and one still
+checksumming are refused in words, changing nothing; a model drafting for a running deployment is not deleted
+from under it."""
 
 import pytest
 from django.test import Client
@@ -46,6 +47,15 @@ def test_a_cut_draft_is_taken_shown_and_carried_and_others_are_refused_in_words(
     other = register_path(other_vocabulary(folder), name="other", checksum_now=True)
     url = f"/api/deployments/{deployment.pk}/drafting/"
 
+    GgufModel.objects.filter(pk=cut.pk).update(vocab_size=49152 + 1)
+    larger = admin.post(url, {"draft_tokens": 6, "draft_model": "cut"}, "application/json").json()
+    assert "cut's vocabulary has 49,153 tokens and smollm2-135m-instruct-q4_1's 49,152" in larger["error"], larger
+    GgufModel.objects.filter(pk=cut.pk).update(vocab_size=49152 - 64)  # as a model padded to a round size is
+    padded = admin.post(url, {"draft_tokens": 6, "draft_model": "cut"}, "application/json")
+    assert padded.status_code == 200, "its tokens are the model's first ones: taken"
+    GgufModel.objects.filter(pk=cut.pk).update(vocab_size=49152)
+    admin.post(url, {"draft_tokens": 6, "draft_model": None}, "application/json")
+
     taken = admin.post(url, {"draft_tokens": 6, "draft_model": "cut"}, "application/json")
     assert taken.status_code == 200, taken.content
     assert taken.json()["draft_model"] == "cut" and taken.json()["draft_tokens"] == 6
@@ -54,16 +64,21 @@ def test_a_cut_draft_is_taken_shown_and_carried_and_others_are_refused_in_words(
 
     refused = admin.post(url, {"draft_tokens": 4, "draft_model": "other"}, "application/json").json()
     assert refused["field"] == "draft_model"
-    assert "have as many tokens, but not the same ones" in refused["error"], refused
+    assert refused["error"] == ("other's tokens are not smollm2-135m-instruct-q4_1's: a draft model must have the "
+                                "same vocabulary."), refused
     missing = admin.post(url, {"draft_tokens": 4, "draft_model": "nowhere"}, "application/json").json()
     assert missing == {**missing, "field": "draft_model", "error": "There is no model named 'nowhere'."}
     GgufModel.objects.filter(pk=other.pk).update(status=ModelStatus.HASHING)
     hashing = admin.post(url, {"draft_tokens": 4, "draft_model": "other"}, "application/json").json()
     assert "is not ready (checksumming)" in hashing["error"]
     monkeypatch.setattr(drafts, "head_machine", lambda: Machine("head", 10 << 20, 5.0))
+    again = admin.post(url, {"draft_tokens": 4, "draft_model": "cut"}, "application/json")
+    assert again.status_code == 200, "the draft it has is not checked again: the head holds it already"
+    admin.post(url, {"draft_tokens": 4, "draft_model": None}, "application/json")
     too_big = admin.post(url, {"draft_tokens": 4, "draft_model": "cut"}, "application/json").json()
     assert "MiB on the head for 2 slot(s) of 1,024 tokens; the head has 10 MiB free" in too_big["error"], too_big
     monkeypatch.undo()
+    admin.post(url, {"draft_tokens": 4, "draft_model": "cut"}, "application/json")
     after = Deployment.objects.get(pk=deployment.pk)
     assert (after.draft_model_id, after.draft_tokens) == (cut.pk, 4), "refusals changed nothing"
 
