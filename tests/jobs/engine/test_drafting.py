@@ -103,8 +103,9 @@ def test_where_a_step_s_shape_changes_a_token_s_numbers_only_unseeded_sampled_an
     drafting.forget_all()  # the context is shared with the other tests' batchers
     prompt, stops = engine.chat_prompt([{"role": "user", "content": COPY}])
     sampled = {**GREEDY, "temperature": 0.8, "top_p": 0.95}
+    # The greedy answer stops early: the sampled one goes on alone (two sequences draft only when both can).
     outcomes = [drafting.add(engine.work(key, prompt, params, lambda text: None, stops, reuse=reuse))
-                for key, params, reuse in ((1, GREEDY, False), (2, sampled, True))]
+                for key, params, reuse in ((1, {**GREEDY, "max_tokens": 4}, False), (2, sampled, True))]
     while drafting.busy:
         drafting.step()
     assert outcomes[0].drafted == 0 and outcomes[0].completion_tokens
