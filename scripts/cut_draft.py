@@ -34,22 +34,27 @@ def cut(source: Path, target: Path, layers: int) -> int:
     if not 1 <= layers < n_layer:
         raise CutError(f"{source.name} has {n_layer} layers: a draft keeps 1 to {n_layer - 1} of them, "
                        f"not {layers}.")
-    writer = gguf.GGUFWriter(target, arch, endianess=reader.endianess)
+    kept = rewrite(reader, target, lambda name, kind, value: (
+        layers if name == count_key else
+        f"{value} (draft: first {layers} of {n_layer} layers)" if name == gguf.Keys.General.NAME else
+        value[:layers] if kind == gguf.GGUFValueType.ARRAY and name.startswith(f"{arch}.") and len(value) == n_layer
+        else value),  # a number per layer (heads, feed-forward width, sliding windows) keeps the first ones
+        lambda name: (found := BLOCK.match(name)) is None or int(found[1]) < layers)
+    return sum(int(tensor.n_bytes) for tensor in kept)
+
+
+def rewrite(reader, target: Path, value_of, keep=lambda name: True) -> list:
+    """Write `reader`'s GGUF to `target` with each metadata value as `value_of(name, kind, value)` says and the
+    tensors `keep(name)` takes; those tensors."""
+    writer = gguf.GGUFWriter(target, reader.fields[gguf.Keys.General.ARCHITECTURE].contents(),
+                             endianess=reader.endianess)
     for field in reader.fields.values():
         if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
             continue  # the writer writes these itself
         kind = field.types[0]
-        value = field.contents()
-        if field.name == count_key:
-            value = layers
-        elif field.name == gguf.Keys.General.NAME:
-            value = f"{value} (draft: first {layers} of {n_layer} layers)"
-        elif kind == gguf.GGUFValueType.ARRAY and field.name.startswith(f"{arch}.") and len(value) == n_layer:
-            value = value[:layers]  # a number per layer (heads, feed-forward width, sliding windows)
-        writer.add_key_value(field.name, value, kind,
+        writer.add_key_value(field.name, value_of(field.name, kind, field.contents()), kind,
                              sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
-    kept = [tensor for tensor in reader.tensors
-            if (found := BLOCK.match(tensor.name)) is None or int(found[1]) < layers]
+    kept = [tensor for tensor in reader.tensors if keep(tensor.name)]
     for tensor in kept:
         writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
                                tensor.tensor_type)
@@ -59,7 +64,7 @@ def cut(source: Path, target: Path, layers: int) -> int:
     for tensor in kept:
         writer.write_tensor_data(tensor.data, tensor_endianess=reader.endianess)
     writer.close()
-    return sum(int(tensor.n_bytes) for tensor in kept)
+    return kept
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import gguf
 
 from models_app.library.bundled import bundled_model_path
-from scripts.cut_draft import cut
+from scripts.cut_draft import cut, rewrite
 
 CUT_LAYERS = 20  # of its 30: enough that the draft guesses some of the answer
 
@@ -44,23 +44,9 @@ def other_vocabulary(folder: Path, token: int = 1000) -> Path:
 
 
 def write_other(target: Path, token: int) -> None:
-    reader = gguf.GGUFReader(bundled_model_path())
-    writer = gguf.GGUFWriter(target, reader.fields[gguf.Keys.General.ARCHITECTURE].contents())
-    for field in reader.fields.values():
-        if field.name == gguf.Keys.General.ARCHITECTURE or field.name.startswith("GGUF."):
-            continue
-        value = field.contents()
-        if field.name == gguf.Keys.Tokenizer.LIST:
+    def respelled(name, kind, value):
+        if name == gguf.Keys.Tokenizer.LIST:
             value[token] = "\u00a7\u00a7unlike\u00a7\u00a7"
-        kind = field.types[0]
-        writer.add_key_value(field.name, value, kind, sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY
-                             else None)
-    for tensor in reader.tensors:
-        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes,
-                               tensor.tensor_type)
-    writer.write_header_to_file()
-    writer.write_kv_data_to_file()
-    writer.write_ti_data_to_file()
-    for tensor in reader.tensors:
-        writer.write_tensor_data(tensor.data)
-    writer.close()
+        return value
+
+    rewrite(gguf.GGUFReader(bundled_model_path()), target, respelled)
