@@ -86,6 +86,8 @@ class Targets:
 
 def concurrent_rounds(targets: Targets, args, headers) -> dict:
     """(clients, system) → one Measured per round; systems take turns going first."""
+    from django.utils import timezone
+
     found: dict = defaultdict(list)
     systems = [s for s in SYSTEMS if s in args.systems]
     for system in systems:  # one short answer each first: nothing measured pays for a cold start
@@ -95,12 +97,35 @@ def concurrent_rounds(targets: Targets, args, headers) -> dict:
         for clients in args.clients:
             for system in order:
                 extra = {"cache_prompt": False} if system == "llama-server" and args.no_prompt_cache else None
+                since = timezone.now()
                 streams = run_clients(targets.port[system], clients, round_no, targets.model[system],
                                       args.tokens, headers, extra)
                 found[clients, system].append(measure(streams))
                 print(f"  round {round_no} {clients:>2} clients {system:<12} "
                       f"{found[clients, system][-1].tokens_per_s:7.1f} tokens/s", flush=True)
+                if args.timeline and system in targets.deployments:
+                    timeline(targets.deployments[system], since)
     return found
+
+
+def timeline(deployment, since) -> None:
+    """Where each job of the round spent its time before its first token, from the jobs' rows: ms after the
+    round's first request reached the database (created, claimed, first token), its prompt tokens, and how many
+    of them a cached prefix spared."""
+    from jobs.models import Job
+
+    jobs = list(Job.objects.filter(deployment=deployment, created__gte=since).order_by("created"))
+    if not jobs:
+        return
+    zero = jobs[0].created
+
+    def ms(moment) -> str:
+        return f"{(moment - zero).total_seconds() * 1000:7.0f}" if moment else "      –"
+
+    print("    job  created  claimed  first token  prompt  cached")
+    for job in jobs:
+        print(f"    {job.pk:>4} {ms(job.created)} {ms(job.started)} {ms(job.first_token)}      "
+              f"{job.prompt_tokens or 0:>6} {job.cached_tokens:>7}", flush=True)
 
 
 def batch_lines(count: int, tokens: int, round_no: int) -> bytes:
@@ -169,6 +194,8 @@ def arguments() -> argparse.Namespace:
     parser.add_argument("--batch-rounds", type=int, default=2)
     parser.add_argument("--no-prompt-cache", action="store_true",
                         help="llama-server reads every prompt whole, as the panel does for greedy requests")
+    parser.add_argument("--timeline", action="store_true",
+                        help="after each panel round, each job's created, claimed and first-token times")
     parser.add_argument("--quick", action="store_true", help="1 round, 1 and 8 clients, the bundled model, "
                                                              "one batch round each")
     if parser.parse_known_args()[0].quick:  # its values are defaults: options given still win

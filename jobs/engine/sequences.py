@@ -42,6 +42,10 @@ from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
 PREFILL_BESIDE_OTHERS = 64  # prompt tokens a sequence reads per step while others are generating
+# ...unless what is left of its prompt is this short: read whole, it costs the others' tokens less than one more
+# step through the pipeline would (eight chat prompts of 65 tokens arriving together took two steps, the second
+# for their last tokens, and their first tokens waited for both).
+WHOLE_BESIDE_OTHERS = 2 * PREFILL_BESIDE_OTHERS
 LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's last_n_tokens_size)
 MIN_P = 0.05  # llama-cpp-python's default for create_completion, which the engine used before
 
@@ -255,7 +259,8 @@ class Batcher:
                 break
             at = len(seq.cached)
             planned = next((end for end in seq.plan if end > at), at + len(seq.todo)) - at
-            piece = min(room, planned, PREFILL_BESIDE_OTHERS if generating else STEP_TOKENS)
+            most = STEP_TOKENS if not generating or len(seq.todo) <= WHOLE_BESIDE_OTHERS else PREFILL_BESIDE_OTHERS
+            piece = min(room, planned, most)
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
             n = self._put(n, seq, tokens, logits_from=None if seq.todo else len(tokens) - 1)
             stepping.append(seq)

@@ -2,10 +2,12 @@
 for consecutive sequence ids; each gap costs another pass through every laptop. So a job joining the batch
 fills the gap an ended job left, rather than taking the sequence unused the longest (run on the head)."""
 
+import math
+
 import pytest
 
 from jobs.engine.loaded_model import Engine
-from jobs.engine.sequences import runs
+from jobs.engine.sequences import PREFILL_BESIDE_OTHERS, WHOLE_BESIDE_OTHERS, runs
 from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
@@ -50,5 +52,30 @@ def test_a_new_job_fills_the_gap_an_ended_job_left(engine):
     assert busy_ids(engine) == {0, 2}
     assert add(engine, 4, 8) == 1, "the gap was filled, not sequence 3 (never used, so unused the longest)"
     assert runs(busy_ids(engine)) == 1
+    while engine.batcher.busy:
+        engine.batcher.step()
+
+
+def test_beside_a_running_answer_a_short_prompt_is_read_in_one_step_and_a_long_one_in_pieces(engine):
+    """A chat turn's prompt joins the running answers whole, so its first token waits one step (it took two when
+    its last few tokens went into a step of their own); a long prompt is read in pieces, so the answers already
+    running keep flowing between them."""
+    engine.batcher.forget_all()
+    add(engine, 1, 64)
+    engine.batcher.step()  # the first job's prompt, read alone
+    short = engine.chat_prompt([{"role": "user", "content": f"{ESSAY} {ESSAY} Explain why, in detail, for a child. (2)"}])[0]
+    assert PREFILL_BESIDE_OTHERS < len(short) <= WHOLE_BESIDE_OTHERS
+    joined = engine.batcher.add(engine.work(2, short, greedy(4), lambda text: None, []))
+    engine.batcher.step()
+    assert joined.completion_tokens == 1, "its first token after one step"
+
+    long = engine.chat_prompt([{"role": "user", "content": ESSAY * 20}])[0]
+    assert len(long) > 3 * PREFILL_BESIDE_OTHERS
+    reading = engine.batcher.add(engine.work(3, long, greedy(4), lambda text: None, []))
+    steps = 0
+    while not reading.completion_tokens:
+        engine.batcher.step()
+        steps += 1
+    assert steps == math.ceil((len(long) - WHOLE_BESIDE_OTHERS) / PREFILL_BESIDE_OTHERS) + 1, steps
     while engine.batcher.busy:
         engine.batcher.step()
