@@ -15,6 +15,7 @@ import logging
 import numpy as np
 
 from jobs.engine.sequences import common_prefix
+from models_app.llamacpp import libllama
 from models_app.llamacpp.oneshot import sequences
 
 log = logging.getLogger(__name__)
@@ -34,7 +35,7 @@ class ModelDraft:
 
         self.path, self.api = path, llama_cpp
         try:
-            with sequences(slots):
+            with sequences(slots), libllama.model_params(cpu_only=True):
                 self.llm = Llama(model_path=path, n_ctx=ctx * slots, n_batch=STEP_TOKENS, n_gpu_layers=0,
                                  verbose=False)
         except (ValueError, RuntimeError) as exc:

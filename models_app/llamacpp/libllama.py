@@ -133,10 +133,13 @@ def register_rpc_servers(endpoints: list[str]) -> None:
 
 
 @contextlib.contextmanager
-def model_params(extra_buffers: bool = True, progress: Callable[[float], None] | None = None) -> Iterator[None]:
+def model_params(extra_buffers: bool = True, progress: Callable[[float], None] | None = None,
+                 cpu_only: bool = False) -> Iterator[None]:
     """Models loaded meanwhile use llama.cpp's extra buffer types (weights repacked for AMX and the like) only if
-    `extra_buffers`, and report their load progress to `progress`: llama-cpp-python takes neither, so its default
-    model parameters get them."""
+    `extra_buffers`, report their load progress to `progress`, and with `cpu_only` use none of the process's other
+    devices (a draft model beside an engine whose laptops are RPC devices: without a list, llama.cpp gives a model
+    every device, and its context a backend on each): llama-cpp-python takes none of these, so its default model
+    parameters get them."""
     from llama_cpp import llama as llama_module
 
     load_backends()
@@ -148,12 +151,15 @@ def model_params(extra_buffers: bool = True, progress: Callable[[float], None] |
         return True
 
     callback = api.llama_progress_callback(on_progress) if progress else None
+    no_devices = (ctypes.c_void_p * 1)(None)
 
     def adjusted():
         params = original()
         params.use_extra_bufts = extra_buffers
         if callback:
             params.progress_callback = callback
+        if cpu_only:
+            params.devices = ctypes.addressof(no_devices)  # NULL-terminated and empty: the CPU alone
         return params
 
     api.llama_model_default_params = adjusted

@@ -124,3 +124,20 @@ def test_a_seeded_sampled_answer_with_a_draft_is_the_answer_without_and_a_cancel
         assert again.text == plain.text, "after a cancel mid-draft, the next job's answer is its own"
     finally:
         batcher.draft_model.close()
+
+
+def test_a_draft_is_loaded_for_the_cpu_alone():
+    """Without a device list llama.cpp gives a model every device of the process, a deployment's laptops (RPC
+    devices) included, and its context a backend on each: a draft on the head asks for none."""
+    import ctypes
+
+    from llama_cpp import llama as llama_module
+
+    from models_app.llamacpp import libllama
+
+    with libllama.model_params(cpu_only=True):
+        pinned = llama_module.llama_cpp.llama_model_default_params()
+        listed = ctypes.cast(pinned.devices, ctypes.POINTER(ctypes.c_void_p))
+        assert pinned.devices and listed[0] is None, "an empty, NULL-terminated list: the CPU alone"
+    with libllama.model_params():
+        assert not llama_module.llama_cpp.llama_model_default_params().devices, "others: llama.cpp's choice"
