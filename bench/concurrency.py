@@ -110,8 +110,8 @@ def concurrent_rounds(targets: Targets, args, headers) -> dict:
 
 def timeline(deployment, since) -> None:
     """Where each job of the round spent its time before its first token, from the jobs' rows: ms after the
-    round's first request reached the database (created, claimed, first token), its prompt tokens, and how many
-    of them a cached prefix spared."""
+    round's first request reached the database (created, claimed, first token), its prompt tokens, how many of them
+    a cached prefix spared, and the engine's time from taking it to sampling its first token."""
     from jobs.models import Job
 
     jobs = list(Job.objects.filter(deployment=deployment, created__gte=since).order_by("created"))
@@ -122,10 +122,11 @@ def timeline(deployment, since) -> None:
     def ms(moment) -> str:
         return f"{(moment - zero).total_seconds() * 1000:7.0f}" if moment else "      –"
 
-    print("    job  created  claimed  first token  prompt  cached")
+    print("    job  created  claimed  first token  prompt  cached  reading ms")
     for job in jobs:
+        reading = f"{job.prompt_seconds * 1000:10.0f}" if job.prompt_seconds is not None else "         –"
         print(f"    {job.pk:>4} {ms(job.created)} {ms(job.started)} {ms(job.first_token)}      "
-              f"{job.prompt_tokens or 0:>6} {job.cached_tokens:>7}", flush=True)
+              f"{job.prompt_tokens or 0:>6} {job.cached_tokens:>7} {reading}", flush=True)
 
 
 def batch_lines(count: int, tokens: int, round_no: int) -> bytes:

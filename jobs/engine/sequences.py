@@ -15,7 +15,9 @@ A sequence's KV cache is kept after its job ends. The next job reuses the
 longest prefix some free sequence already holds (a conversation's next turn
 finds its previous turn there); if none holds one, a free sequence next to the
 busy ones is cleared and taken (see `runs`), the one unused the longest among
-them, so caches of recent jobs stay a while.
+them, so caches of recent jobs stay a while. Where another sequence, busy or
+free, holds a longer prefix (a system prompt many requests share), it is copied
+rather than read again (jobs/engine/kvcache.py).
 
 A job that promises the same answer for the same request (a seed, or greedy:
 `Work.reuse` False) may reuse any prefix where every stage computes on a CPU
@@ -35,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from jobs import structured
-from jobs.engine import logprobs, pieces
+from jobs.engine import kvcache, logprobs, pieces
 from jobs.engine.constrained import Constrained, Plain
 from jobs.engine.drafting import DraftLength, NgramIndex
 from jobs.engine.textout import TextOut
@@ -146,10 +148,13 @@ class Batcher:
     def add(self, work: Work) -> Outcome:
         """Give the job a free sequence; it starts at the next step."""
         seq, reused = self._choose(work)
-        if reused < len(seq.cached):
-            self.api.llama_memory_seq_rm(self.memory, seq.seq_id, reused, -1)
-            del seq.cached[reused:]
-            seq.ends = [end for end in seq.ends if end <= reused]
+        source = max((other for other in self.sequences if other is not seq),
+                     key=lambda other: self._reusable(other, work), default=None)
+        shared = self._reusable(source, work) if source is not None else 0
+        if shared >= reused + kvcache.COPY_AT_LEAST:  # another's cache (a busy one's too) holds more of it
+            reused = kvcache.copy(self.api, self.memory, source, seq, shared)
+        else:
+            reused = kvcache.keep(self.api, self.memory, seq, reused)
         seq.plan = [] if self.any_shape else pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
         seq.sampler = self._sampler(work)

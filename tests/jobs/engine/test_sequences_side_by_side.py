@@ -7,7 +7,7 @@ import math
 import pytest
 
 from jobs.engine.loaded_model import Engine
-from jobs.engine.sequences import PREFILL_BESIDE_OTHERS, WHOLE_BESIDE_OTHERS, runs
+from jobs.engine.sequences import PREFILL_BESIDE_OTHERS, WHOLE_BESIDE_OTHERS, common_prefix, runs
 from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
@@ -28,6 +28,13 @@ def add(engine: Engine, key: int, tokens: int) -> int:
     work = engine.work(key, prompt, greedy(tokens), lambda text: None, stops)
     engine.batcher.add(work)
     return next(seq.seq_id for seq in engine.batcher.sequences if seq.work is work)
+
+
+def fresh(engine: Engine) -> None:
+    """No job left by an earlier test (one that failed midway), no cache."""
+    for seq in engine.batcher.busy:
+        engine.batcher.cancel(seq)
+    engine.batcher.forget_all()
 
 
 def busy_ids(engine: Engine) -> set[int]:
@@ -60,7 +67,7 @@ def test_beside_a_running_answer_a_short_prompt_is_read_in_one_step_and_a_long_o
     """A chat turn's prompt joins the running answers whole, so its first token waits one step (it took two when
     its last few tokens went into a step of their own); a long prompt is read in pieces, so the answers already
     running keep flowing between them."""
-    engine.batcher.forget_all()
+    fresh(engine)
     add(engine, 1, 64)
     engine.batcher.step()  # the first job's prompt, read alone
     short = engine.chat_prompt([{"role": "user", "content": f"{ESSAY} {ESSAY} Explain why, in detail, for a child. (2)"}])[0]
@@ -70,12 +77,44 @@ def test_beside_a_running_answer_a_short_prompt_is_read_in_one_step_and_a_long_o
     assert joined.completion_tokens == 1, "its first token after one step"
 
     long = engine.chat_prompt([{"role": "user", "content": ESSAY * 20}])[0]
-    assert len(long) > 3 * PREFILL_BESIDE_OTHERS
+    assert len(long) > 4 * PREFILL_BESIDE_OTHERS
     reading = engine.batcher.add(engine.work(3, long, greedy(4), lambda text: None, []))
     steps = 0
     while not reading.completion_tokens:
         engine.batcher.step()
         steps += 1
-    assert steps == math.ceil((len(long) - WHOLE_BESIDE_OTHERS) / PREFILL_BESIDE_OTHERS) + 1, steps
+    left = len(long) - reading.reused_tokens  # the chat template's preamble, copied from another sequence
+    assert steps == math.ceil((left - WHOLE_BESIDE_OTHERS) / PREFILL_BESIDE_OTHERS) + 1, (steps, left)
     while engine.batcher.busy:
         engine.batcher.step()
+
+
+def run_all(engine: Engine) -> dict[int, str]:
+    """Step until every job ended: each job's text by its key."""
+    texts = {}
+    while engine.batcher.busy:
+        texts.update({key: outcome.text for key, outcome in engine.batcher.step()})
+    return texts
+
+
+def test_a_prefix_a_busy_sequence_holds_is_copied_not_read_again_and_changes_no_answer(engine):
+    """Requests that share a long system prompt: the second, joining while the first answers, takes the prefix
+    from the first one's cache (kvcache.copy) and reads only the rest; both answer as each does alone."""
+    system = {"role": "system", "content": "You keep a lighthouse on a rocky island and answer visitors. " * 5}
+    asked = {1: [system, {"role": "user", "content": "What do you do in a storm?"}],
+             2: [system, {"role": "user", "content": "What do you eat in winter?"}]}
+    prompts = {key: engine.chat_prompt(messages)[0] for key, messages in asked.items()}
+    shared = common_prefix(prompts[1], prompts[2])
+    assert shared > 40
+
+    fresh(engine)
+    engine.batcher.add(engine.work(1, prompts[1], greedy(24), lambda text: None, []))
+    engine.batcher.step()
+    joined = engine.batcher.add(engine.work(2, prompts[2], greedy(24), lambda text: None, []))
+    assert joined.reused_tokens == shared, "the shared prefix, copied from the busy sequence"
+    together = run_all(engine)
+
+    for key, prompt in prompts.items():
+        fresh(engine)
+        engine.batcher.add(engine.work(key, prompt, greedy(24), lambda text: None, []))
+        assert run_all(engine)[key] == together[key], f"job {key} answered as it does alone"
