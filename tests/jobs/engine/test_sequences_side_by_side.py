@@ -70,7 +70,8 @@ def test_beside_a_running_answer_a_short_prompt_is_read_in_one_step_and_a_long_o
     fresh(engine)
     add(engine, 1, 64)
     engine.batcher.step()  # the first job's prompt, read alone
-    short = engine.chat_prompt([{"role": "user", "content": f"{ESSAY} {ESSAY} Explain why, in detail, for a child. (2)"}])[0]
+    question = f"{ESSAY} {ESSAY} Explain why, in detail, for a child. (2)"
+    short = engine.chat_prompt([{"role": "user", "content": question}])[0]
     assert PREFILL_BESIDE_OTHERS < len(short) <= WHOLE_BESIDE_OTHERS
     joined = engine.batcher.add(engine.work(2, short, greedy(4), lambda text: None, []))
     engine.batcher.step()
