@@ -152,7 +152,7 @@ async function finished(job, li) {
     meta.textContent = [`${t.completion_tokens || 0} tokens`,
       t.tokens_per_s ? `${t.tokens_per_s.toFixed(1)} tokens/s` : "",
       t.time_to_first_token_s !== null ? `first token after ${t.time_to_first_token_s.toFixed(2)} s` : "",
-      t.prompt_tokens ? `prompt ${t.prompt_tokens} tokens` : "",
+      t.prompt_tokens ? `prompt ${t.prompt_tokens} tokens` + (t.cached_tokens ? ` (${t.cached_tokens} reused from the cache)` : "") : "",
       data.status === "cancelled" ? data.error || "stopped" : ""].filter(Boolean).join(" · ");
   }
   if (data.dropped_messages) contextNote(li, data.dropped_messages, data.ctx);

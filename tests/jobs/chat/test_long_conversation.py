@@ -52,8 +52,15 @@ def test_a_sixteen_turn_conversation_keeps_answering_and_says_what_was_left_out(
     middle = answered[len(answered) // 2]
     assert answered[0].dropped_messages == 0 and answered[-1].dropped_messages > middle.dropped_messages
 
+    # Until turns are left out, each turn finds the ones before it in the slot and reads only what is new.
+    whole = next(n for n, job in enumerate(answered) if job.dropped_messages)
+    for before, job in zip(answered[:whole - 1], answered[1:whole], strict=True):
+        assert job.cached_tokens >= before.prompt_tokens - 1, f"job {job.pk} read its earlier turns again"
+    reusing = sum(1 for job in answered if job.cached_tokens)
+
     client = Client()
     client.force_login(bob)
     page = client.get(f"/chat/{conversation.pk}/").content.decode()
+    assert page.count("reused from the cache") == reusing
     assert page.count("Older turns no longer fit") == len(dropping)
     assert f"did not see the first {answered[-1].dropped_messages} messages" in page
