@@ -170,7 +170,7 @@ def test_a_lab_of_many_laptops_through_the_panels_doors(shelf, web_server, alice
 
     client = openai.OpenAI(base_url=f"{web_server}/v1", api_key=ApiToken.issue(bob, "c")[1], max_retries=0,
                            timeout=900)
-    stream = client.chat.completions.create(model="shelf-80", messages=QUESTION, max_tokens=160, temperature=0,
+    stream = client.chat.completions.create(model="shelf-80", messages=QUESTION, max_tokens=64, temperature=0,
                                             stream=True)
     victim = Deployment.objects.get(pk=pk).stages.select_related("node", "server").get(position=LAPTOPS // 2)
     arrivals, text, job_id, broken = [], [], None, None

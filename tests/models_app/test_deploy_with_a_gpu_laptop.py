@@ -38,7 +38,10 @@ def laptops(lavapipe_lan, lan, transactional_db):
         ssh.forget(node.ssh_target())
 
 
-def test_a_gpu_laptop_and_two_cpu_laptops_deploy_answer_and_verify(laptops, supervisor, bob):
+def test_a_gpu_laptop_and_two_cpu_laptops_deploy_answer_and_verify(laptops, supervisor, bob, monkeypatch):
+    # Verify of 12 tokens: each costs about 0.7 s on an emulated laptop, and 48 are compared in test_engine.
+    monkeypatch.setattr(verify, "TOKENS", 12)
+    monkeypatch.setitem(verify.GREEDY, "max_tokens", 12)
     gpu, *cpus = laptops
     deployment = deploy.create(ensure_bundled(), laptops, 512, mode="even")
     planned = [(stage["machine"], stage["device"]) for stage in deployment.plan["stages"][1:]]

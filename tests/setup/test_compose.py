@@ -88,7 +88,9 @@ def nginx_size(text: str) -> int:
     return int(text[:-1]) * units[text[-1].lower()] if text[-1].lower() in units else int(text)
 
 
-@pytest.fixture
+# One stack for the file's tests (a start is initdb, collectstatic and migrate: 15-25 s): the oversize body first,
+# then the deployment; each leaves nothing the other looks at.
+@pytest.fixture(scope="module")
 def postgres():
     wanted = load()["services"]["postgres"]["environment"]
     server = Postgres.start(wanted["POSTGRES_USER"], wanted["POSTGRES_PASSWORD"], wanted["POSTGRES_DB"])
@@ -96,17 +98,17 @@ def postgres():
     server.stop()
 
 
-@pytest.fixture
-def redis_server(tmp_path):
-    server = RedisServer.start(tmp_path / "redis")
+@pytest.fixture(scope="module")
+def redis_server(tmp_path_factory):
+    server = RedisServer.start(tmp_path_factory.mktemp("compose") / "redis")
     yield server
     server.stop()
 
 
-@pytest.fixture
-def stack(tmp_path, postgres, redis_server):
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory, postgres, redis_server):
     hosts = {"redis:6379": f"127.0.0.1:{redis_server.port}", "postgres:5432": f"127.0.0.1:{postgres.port}"}
-    running = Stack(tmp_path / "stack", {"ADMIN_PASSWORD": ADMIN_PASSWORD}, hosts)
+    running = Stack(tmp_path_factory.mktemp("compose") / "stack", {"ADMIN_PASSWORD": ADMIN_PASSWORD}, hosts)
     try:
         running.up()
         # As a browser finds it: the proxy's published port, once nginx listens there.

@@ -43,7 +43,7 @@ def test_an_answer_streams_in_and_the_conversation_survives_a_reload(cluster, bo
         assert page.locator(".turn").count() == 1 and "a laptop" in page.locator(".turn .question").inner_text()
 
 
-def test_stop_stops_the_answer(cluster, bob, web_server):
+def test_stop_stops_the_answer_and_model_text_is_shown_as_text_never_as_html(cluster, bob, web_server):
     with browser_page() as page:
         log_in(page, web_server, "bob", PASSWORD)
         ask(page, "Write a long story about a laptop.", 1500)
@@ -54,13 +54,11 @@ def test_stop_stops_the_answer(cluster, bob, web_server):
         page.wait_for_selector("#send:not([disabled])")
         assert "stopped" in page.locator(".turn .meta").last.inner_text()
 
-
-def test_model_text_is_shown_as_text_never_as_html(cluster, bob, web_server):
-    with browser_page() as page:
-        log_in(page, web_server, "bob", PASSWORD)
+        # The next answer, on the same page: a token that looks like HTML is shown as the text it is.
         ask(page, "Say hello.", 300)
-        wait_until(lambda: len(page.locator(".turn .answer").last.inner_text()) > 3, 60, "the answer to start")
-        job = Job.objects.get()
+        wait_until(lambda: page.locator(".turn").count() == 2 and
+                   len(page.locator(".turn .answer").last.inner_text()) > 3, 60, "the answer to start")
+        job = Job.objects.latest("pk")
         hostile = '<img src=x onerror="document.title=\'owned\'">'
         event = {"event": "token", "seq": 10_000, "text": hostile, "t": 0}
         sender = threading.Thread(target=broadcast, args=(stream.group(job.pk), "job.event", event))

@@ -49,7 +49,7 @@ def test_a_prompt_of_several_steps_read_alone_equals_llama_cpp_python(engine):
 
 def test_a_sequence_cut_back_to_a_short_prefix_reads_a_long_rest_in_steps(engine):
     engine.batcher.forget_all()
-    answer(engine, *chat(engine, STORY * 80 + "Tell me more."), reuse=True)
+    answer(engine, *chat(engine, STORY * 8 + "Tell me more."), reuse=True)  # cut back: its length does not matter
     second, stops = chat(engine, HARBOUR * 60 + "What did the fishermen mend? Answer in one sentence.")
     again = answer(engine, second, stops, reuse=True)
     assert 0 < again.reused_tokens < len(second) - 2 * STEP_TOKENS, "the rest needed several steps"

@@ -82,7 +82,7 @@ def test_eight_streamed_chats_on_four_slots_all_complete_four_at_a_time(cluster,
     assert most_at_once(done) == SLOTS, "four ran together, never more"
 
 
-def test_a_chat_gets_the_slot_kept_for_people_while_a_batch_fills_the_rest(cluster, bob, alice):
+def a_chat_gets_the_slot_kept_for_people_while_a_batch_fills_the_rest(cluster, bob, alice) -> None:
     batch = upload(cluster, bob, lines=8)  # eight items of 40 tokens: three slots' worth and more waiting
     items = Batch.objects.get(pk=batch.pk).items
     most_batch = [0]
@@ -114,7 +114,7 @@ def test_a_chat_gets_the_slot_kept_for_people_while_a_batch_fills_the_rest(clust
     wait_until(lambda: not items.exclude(status=JobStatus.SUCCEEDED).exists(), 300, "the batch to finish")
 
 
-def test_one_users_ten_requests_do_not_keep_anothers_chat_waiting(cluster, bob, alice):
+def one_users_ten_requests_do_not_keep_anothers_chat_waiting(cluster, bob, alice) -> None:
     burst = [send_chat(cluster, bob, f"Count from {n} to {n + 20}.", max_tokens=24) for n in range(10)]
     wait_until(lambda: Job.objects.filter(pk__in=[j.pk for j in burst], status=JobStatus.RUNNING).exists(), 60,
                "bob's first requests running")
@@ -128,6 +128,12 @@ def test_one_users_ten_requests_do_not_keep_anothers_chat_waiting(cluster, bob, 
     assert waiting_then, "bob's burst was still waiting when alice asked"
     assert all(asked.started <= job.started for job in later), \
         "alice's chat was claimed before every one of bob's requests still waiting when she asked"
+
+
+def test_people_first_beside_a_batch_and_beside_another_users_burst(cluster, bob, alice):
+    """Two checks of who goes first, one after the other on one deployment (each waits for its work to end)."""
+    a_chat_gets_the_slot_kept_for_people_while_a_batch_fills_the_rest(cluster, bob, alice)
+    one_users_ten_requests_do_not_keep_anothers_chat_waiting(cluster, bob, alice)
 
 
 def test_a_conversations_fifth_turn_reuses_what_its_sequence_read(cluster, bob):
