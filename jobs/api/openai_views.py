@@ -326,6 +326,11 @@ class Answer:
             yield data(openai_api.error(f"{REDIS_LOST} ({exc}); the answer stops here.", None,
                                         "service_unavailable", "server_error"))
             yield "data: [DONE]\n\n"
+        except Exception as exc:  # once the stream has begun no 500 can be sent: an end the client hears, not a
+            log.exception("job %s: stream failed", self.job.pk)  # connection left open with nothing more to come
+            yield data(openai_api.error(f"The panel could not go on with this answer ({type(exc).__name__}: {exc}); "
+                                        "the answer stops here.", None, "server_error", "server_error"))
+            yield "data: [DONE]\n\n"
         finally:
             await self.end()
 
