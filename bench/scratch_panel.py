@@ -92,16 +92,28 @@ def scratch_panel(laptops: int = 3, rate: str = "1gbit", name: str = "bpanel", s
                 run_action(NodeAction.objects.create(node=node, kind=ActionKind.PROBE).pk)
                 nodes.append(node)
             port, env = free_port(), {**os.environ}
-            quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "cwd": ROOT, "env": env}
+            (data / "logs").mkdir(exist_ok=True)
+
+            def logged(name: str) -> dict:  # each process's output in the data folder's logs/, read while it runs
+                with open(data / "logs" / f"{name}.log", "ab") as log:
+                    return {"stdout": os.dup(log.fileno()), "stderr": subprocess.STDOUT, "cwd": ROOT, "env": env}
+
+            def start(name: str, argv: list[str]) -> subprocess.Popen:
+                options = logged(name)
+                try:
+                    return subprocess.Popen(argv, **options)
+                finally:
+                    os.close(options["stdout"])
+
             processes = [
-                subprocess.Popen([sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p",
-                                  str(port), "clusterpanel.asgi:application"], **quiet),
-                subprocess.Popen([sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
-                                  "--loglevel", "WARNING", "--without-mingle", "--without-gossip"], **quiet),
-                subprocess.Popen([sys.executable, "manage.py", "supervise", "--interval", "0.5"], **quiet),
+                start("web", [sys.executable, "-m", "clusterpanel.web.webserver", "-b", "127.0.0.1", "-p",
+                              str(port), "clusterpanel.asgi:application"]),
+                start("worker", [sys.executable, "-m", "celery", "-A", "clusterpanel", "worker", *worker_pool,
+                                 "--loglevel", "WARNING", "--without-mingle", "--without-gossip"]),
+                start("supervisor", [sys.executable, "manage.py", "supervise", "--interval", "0.5"]),
             ]
             if collector:
-                processes.append(subprocess.Popen([sys.executable, "manage.py", "metrics"], **quiet))
+                processes.append(start("metrics", [sys.executable, "manage.py", "metrics"]))
             wait_port(port)
             pids = {"web": processes[0].pid, "worker": processes[1].pid, "supervisor": processes[2].pid,
                     "redis": redis.process.pid}
