@@ -98,7 +98,7 @@ class Server:
         if not (word or now - self.looked_at >= LOOK_EVERY_S or not self.batcher.busy or self.freed):
             return
         self.looked_at, self.freed = now, False
-        claimed = False
+        claimed, began = False, timezone.now()
         while self.batcher.free and self.alone is None:
             job = queueing.claim_next(self.deployment.pk, batch_allowed=self.batch_allowed()) or sharing.take(
                 self.deployment)
@@ -110,6 +110,11 @@ class Server:
                 break
             self.begin(job)
             if self.running_alone():
+                break
+            # Every job waiting when it began, and then the step: claiming each new one of a burst as it came (each
+            # some tens of ms in the web server) held the step back for the whole burst, 0.5-0.7 s at 16 clients.
+            if job.created > began and self.batcher.busy:
+                self.freed = True  # those that came meanwhile are claimed right after the step
                 break
         self.news = self.news or claimed
 

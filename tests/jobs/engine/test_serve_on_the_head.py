@@ -67,3 +67,24 @@ def test_a_job_asked_to_stop_before_it_started_ends_cancelled_and_the_others_run
     assert stopped.status == JobStatus.CANCELLED and stopped.finish_reason == "cancelled"
     assert (stopped.completion_tokens or 0) <= 1, "it stopped within one step"
     assert kept.status == JobStatus.SUCCEEDED and kept.output
+
+
+def test_jobs_that_keep_arriving_do_not_hold_the_step_back(on_the_head, engine_here, bob, monkeypatch):
+    """The loop claims every job waiting when it began claiming, and one that came meanwhile, then steps: the
+    jobs of a burst that keep coming join at the next step. Here each claim brings a new request."""
+    waiting = [ask(on_the_head, bob, f"Name {n} birds.") for n in (2, 3)]
+    arrived, claim_next = [], queueing.claim_next
+
+    def claim_as_another_arrives(*args, **kwargs):
+        job = claim_next(*args, **kwargs)
+        if job is not None and len(arrived) < 3:
+            arrived.append(ask(on_the_head, bob, f"Name {len(arrived) + 4} trees."))
+        return job
+
+    monkeypatch.setattr(queueing, "claim_next", claim_as_another_arrives)
+    loop.run(waiting[0].pk)
+    first, second, *came = [Job.objects.get(pk=job.pk) for job in [*waiting, *arrived]]
+    assert {job.status for job in [first, second, *came]} == {JobStatus.SUCCEEDED}
+    assert second.started < first.first_token and came[0].started < first.first_token, \
+        "the jobs waiting when it began, and the first to come meanwhile, in the first step"
+    assert all(job.started >= first.first_token for job in came[1:]), "the others at the next one"
