@@ -44,4 +44,10 @@ def measure(target: ssh.SSHTarget, install_dir: str, tokens: int = 32, device: s
         if forward:
             forward.close()
         rpcserver.stop(target, install_dir, PORT)
-    return {"tokens_per_s": round(tok_s, 1), "bandwidth_gb_s": round(per_token * tok_s / 1e9, 2)}
+    return {"tokens_per_s": figure(tok_s), "bandwidth_gb_s": figure(per_token * tok_s / 1e9)}
+
+
+def figure(value: float) -> float:
+    """Three significant digits: a device slower than 5 MB/s (lavapipe on a busy core) is slow, not 0 GB/s,
+    which the planner would read as never measured, and a page as nothing."""
+    return float(f"{value:.3g}")

@@ -4,6 +4,7 @@
 import pytest
 
 from nodes.models import ActionKind, ActionStatus
+from nodes.probing import speed
 from nodes.remote import ssh
 from tests.nodes.laptops import register, run_now
 from tests.services import lan_harness
@@ -36,3 +37,9 @@ def test_it_needs_the_runtime_first(speed_lan, db):
     node = register(speed_lan, speed_lan.laptops[0], name="bare")
     action = run_now(node, ActionKind.MEASURE_SPEED)
     assert action.status == ActionStatus.FAILED and "Install the runtime first" in action.error
+
+
+def test_a_very_slow_device_reads_slow_not_zero():
+    # lavapipe on a busy core measured 0.004 GB/s in CI: two decimals made it 0.0, "never measured" to the planner
+    assert speed.figure(0.00437) == 0.00437
+    assert speed.figure(23.456) == 23.5 and speed.figure(9.5) == 9.5

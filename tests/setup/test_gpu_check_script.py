@@ -72,6 +72,7 @@ def test_it_says_not_run_and_leaves_nothing(tmp_path):
 def test_it_runs_the_cpu_leg_when_asked_and_leaves_nothing(tmp_path):
     result, report, seconds = check(tmp_path, "--cpu-only")
     assert result.returncode == 0, result.stderr
+    assert "CPU" in report["runs"], report  # a leg that did not run is in the report with why
     run = report["runs"]["CPU"]
     assert len(run["tokens"]) == 64 and run["decode_tok_s"] > 0
     assert run["offloaded"] == "31/31", "every layer on the rpc-server's device"
