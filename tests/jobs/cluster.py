@@ -9,6 +9,7 @@ from pathlib import Path
 
 from asgiref.sync import async_to_sync
 from channels.testing import WebsocketCommunicator
+from django.conf import settings
 
 from clusterpanel.asgi import application
 from jobs.models import Job, JobKind
@@ -32,10 +33,20 @@ def deploy_bundled(laptops, ctx: int = 1024, slots: int = 1) -> Deployment:
 
 
 def engine_ready(deployment: Deployment, within: float = 120) -> None:
-    wait_until(lambda: Deployment.objects.get(pk=deployment.pk).engine.get("state") in ("ready", "failed"), within,
-               "the engine to load the model")
+    try:
+        wait_until(lambda: Deployment.objects.get(pk=deployment.pk).engine.get("state") in ("ready", "failed"),
+                   within, "the engine to load the model")
+    except AssertionError as exc:  # what it was doing, in its own words: CI keeps no data folder
+        deployment.refresh_from_db()
+        said = engine_log(deployment)
+        raise AssertionError(f"{exc}; its state {deployment.engine}; its log ended:\n{said}") from None
     deployment.refresh_from_db()
     assert deployment.engine["state"] == "ready", deployment.engine
+
+
+def engine_log(deployment: Deployment, lines: int = 40) -> str:
+    log = Path(settings.DATA_DIR) / "logs" / f"engine-{deployment.pk}.log"
+    return "\n".join(log.read_text(errors="replace").splitlines()[-lines:]) if log.exists() else "(no log)"
 
 
 def chat(deployment: Deployment, user, text: str, **params) -> Job:
