@@ -69,14 +69,13 @@ def load(deployment: Deployment) -> Engine:
     from models_app.deploying.deploy import endpoints, expected_devices
 
     plan, last = deployment.plan, [0.0]
-    servers = {s.node.name: s.server.pid for s in deployment.stages.select_related("node", "server") if s.server}
 
     def report(progress: float) -> None:
         if progress >= 1.0 or time.monotonic() - last[0] > 0.3:
             last[0] = time.monotonic()
             set_engine(deployment, state="loading", progress=round(progress, 3))
 
-    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
+    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=server_pids(deployment))
     engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
                     deployment.ctx, expected_devices(plan), deployment.slots)
     try:
@@ -86,10 +85,19 @@ def load(deployment: Deployment) -> Engine:
         deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
         State.retired = True
         raise
+    # Read again: a laptop's server killed as the engine began, and restarted by the supervisor before the engine
+    # reached it, is the one it loaded onto, and recovery tells a server started later from this one by its pid
+    # (tests/jobs/recovery/test_killed_while_loading.py).
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
+               servers=server_pids(deployment),
                draft={"tokens": deployment.draft_tokens}, any_shape=engine.batcher.any_shape,
                at=time.time())  # a previous engine's report is not ours
     return engine
+
+
+def server_pids(deployment: Deployment) -> dict[str, int]:
+    return {stage.node.name: stage.server.pid for stage in deployment.stages.select_related("node", "server")
+            if stage.server}
 
 
 def set_engine(deployment: Deployment, **fields) -> None:
