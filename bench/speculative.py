@@ -13,6 +13,10 @@ between requests as an admin would (its engine takes it before the next job). Ho
 answers with drafts are token for token its answers without, and the share of drafts kept, from the job rows.
 
     .venv/bin/python bench/speculative.py [--rounds 3] [--tokens 256] [--draft 8] [--cut-layers 20] [--laptop-cpus 0.25]
+
+A long pipeline, where each token's trip costs most: `--deep-layers 80 --laptops 15` deploys, instead of the
+bundled model, a qwen2 test model of 80 small layers (random f16 weights, SmolLM2's tokenizer, as the lab-of-many
+journey's) over 15 laptops; its cut draft keeps its first `--cut-layers`.
 """
 
 import argparse
@@ -95,9 +99,10 @@ ANCHORS = ["llama-server", "llama-server ngram-simple", "llama-server cut draft"
 def report(found: dict, answers: dict, args) -> None:
     systems = [*PANEL, *args.anchors]
     held = f", each held to {args.laptop_cpus} of a core" if args.laptop_cpus else ""
-    print(f"\n3 simulated laptops (1 Gbit, SSH tunnels, even split{held}), bundled model, one person, greedy, "
-          f"{args.tokens} tokens at most, {args.rounds} rounds; drafts up to {args.draft} tokens a step; the cut "
-          f"draft keeps the first {args.cut_layers} of 30 layers\n")
+    model = f"a {args.deep_layers}-layer test model (random weights)" if args.deep_layers else "bundled model"
+    print(f"\n{args.laptops} simulated laptops (1 Gbit, SSH tunnels, even split{held}), {model}, one person, "
+          f"greedy, {args.tokens} tokens at most, {args.rounds} rounds; drafts up to {args.draft} tokens a step; "
+          f"the cut draft keeps the first {args.cut_layers} of {args.deep_layers or 30} layers\n")
     print("| prompt | " + " | ".join(f"{s} tok/s" for s in systems) + " |")
     print("|---|" + "---:|" * len(systems))
     for name in PROMPTS:
@@ -141,6 +146,9 @@ def main() -> None:
     parser.add_argument("--draft", type=int, default=8)
     parser.add_argument("--ctx", type=int, default=2048)
     parser.add_argument("--cut-layers", type=int, default=20)
+    parser.add_argument("--laptops", type=int, default=3)
+    parser.add_argument("--deep-layers", type=int, default=0,
+                        help="deploy a qwen2 test model of this many small layers instead of the bundled model")
     parser.add_argument("--anchors", nargs="+", default=ANCHORS, choices=ANCHORS,
                         help="the llama-server runs to measure beside (each runs the panel's ways again beside it)")
     parser.add_argument("--laptop-cpus", type=float, default=None,
@@ -149,7 +157,7 @@ def main() -> None:
     args = parser.parse_args()
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     found, answers = defaultdict(list), defaultdict(list)
-    with scratch_panel(laptop_cpus=args.laptop_cpus) as panel:
+    with scratch_panel(laptops=args.laptops, laptop_cpus=args.laptop_cpus) as panel:
         from clusterpanel.accounts.models import ApiToken, User
         from models_app.library.adding import ensure_bundled, register_path
         from models_app.library.bundled import bundled_model_path
@@ -157,10 +165,17 @@ def main() -> None:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
         from scripts.cut_draft import cut
 
+        target = ensure_bundled()
+        if args.deep_layers:
+            from tests.models_app.gguf_files import write_loadable_model
+
+            deep = write_loadable_model(panel.data / f"deep-{args.deep_layers}.gguf", layers=args.deep_layers,
+                                        embd=256, ffn=512)
+            target = register_path(deep, name=f"deep-{args.deep_layers}", checksum_now=True)
         cut_path = panel.data / f"cut-{args.cut_layers}.gguf"
-        cut(bundled_model_path(), cut_path, args.cut_layers)
+        cut(Path(target.path) if args.deep_layers else bundled_model_path(), cut_path, args.cut_layers)
         register_path(cut_path, name="cut-draft", checksum_now=True)
-        deployment = panel.deploy(ensure_bundled(), ctx=args.ctx, slots=1, load_within=600)
+        deployment = panel.deploy(target, ctx=args.ctx, slots=1, load_within=600)
         headers = {"Authorization": f"Bearer {ApiToken.issue(User.objects.get(username='bench'), 'bench')[1]}"}
         for anchor, extra in zip(ANCHORS, ((), (
                 "--spec-type", "ngram-simple", "--spec-ngram-simple-size-n", "3",
