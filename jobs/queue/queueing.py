@@ -26,6 +26,7 @@ from django.utils import timezone
 from redis.exceptions import RedisError
 
 from clusterpanel.kit.broadcast import broadcast
+from clusterpanel.kit.write_turns import promptly
 from jobs import task_messages
 from jobs.models import TALLIED_SECONDS, Job, JobStatus, Tally, Usage
 from jobs.queue import admission, stream
@@ -100,10 +101,13 @@ def check_deployment(deployment: Deployment) -> None:
 
 def submit(job: Job) -> Job:
     """Save a new job and wake its deployment's engine once the row is committed."""
-    with transaction.atomic():
-        current(job.deployment)
-        job.save()
-        transaction.on_commit(lambda: queued(job))
+    def save() -> None:
+        with transaction.atomic():
+            current(job.deployment)
+            job.save()
+            transaction.on_commit(lambda: queued(job))
+
+    promptly(save)
     return job
 
 
@@ -224,8 +228,8 @@ def claim(job_id: int, deployment_id: int | None = None) -> Job | None:
     queued = Job.objects.filter(pk=job_id, status=JobStatus.QUEUED)
     if deployment_id is not None:
         queued = queued.filter(deployment=deployment_id)
-    taken = queued.filter(Q(batch__isnull=True) | Q(batch__cancelled__isnull=True)).update(
-        status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1)
+    taken = promptly(lambda: queued.filter(Q(batch__isnull=True) | Q(batch__cancelled__isnull=True)).update(
+        status=JobStatus.RUNNING, started=timezone.now(), attempts=F("attempts") + 1))
     if taken:
         return Job.objects.select_related("deployment", "deployment__model").get(pk=job_id)
     queued.filter(batch__cancelled__isnull=False).update(status=JobStatus.CANCELLED, finish_reason="cancelled",

@@ -1,0 +1,78 @@
+"""A write run `promptly` takes SQLite's lock once another process lets it go, fails as before when it is held past
+the database's timeout, and leaves the connection's own wait as it was."""
+
+import sqlite3
+import threading
+import time
+
+import pytest
+from django.contrib.contenttypes.models import ContentType
+from django.db import OperationalError, connection
+from django.db.models import F
+
+from clusterpanel.kit import write_turns
+
+
+def busy_timeout() -> int:
+    with connection.cursor() as cursor:
+        cursor.execute("PRAGMA busy_timeout")
+        return cursor.fetchone()[0]
+
+
+def touch() -> int:
+    return ContentType.objects.filter(pk=ContentType.objects.order_by("pk").first().pk).update(model=F("model"))
+
+
+def held_elsewhere(seconds: float) -> tuple[threading.Thread, threading.Event]:
+    """Another connection (another process, to SQLite) holding the write lock for `seconds`."""
+    taken = threading.Event()
+
+    def hold() -> None:
+        other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
+        other.execute("BEGIN IMMEDIATE")
+        taken.set()
+        time.sleep(seconds)
+        other.execute("COMMIT")
+        other.close()
+
+    thread = threading.Thread(target=hold)
+    thread.start()
+    assert taken.wait(10)
+    return thread, taken
+
+
+def test_a_write_waits_for_the_lock_and_then_runs(transactional_db):
+    thread, _ = held_elsewhere(0.5)
+    started = time.monotonic()
+    try:
+        assert write_turns.promptly(touch) == 1
+        assert time.monotonic() - started >= 0.4, "it waited for the other writer"
+    finally:
+        thread.join()
+    assert busy_timeout() == 20_000, "the connection's own wait is back"
+
+
+def test_a_lock_held_past_the_timeout_fails_as_before(transactional_db, monkeypatch):
+    monkeypatch.setattr(write_turns, "timeout_s", lambda: 0.3)
+    thread, _ = held_elsewhere(1.5)
+    try:
+        with pytest.raises(OperationalError, match="locked"):
+            write_turns.promptly(touch)
+        assert busy_timeout() == 300
+    finally:
+        thread.join()
+        write_turns.busy_wait(20_000)  # this worker's connection serves the tests after this one
+
+
+def test_other_errors_are_not_tried_again(transactional_db):
+    calls = []
+
+    def broken() -> None:
+        calls.append(1)
+        with connection.cursor() as cursor:
+            cursor.execute("UPDATE no_such_table SET x = 1")
+
+    with pytest.raises(OperationalError, match="no such table"):
+        write_turns.promptly(broken)
+    assert calls == [1]
+    assert busy_timeout() == 20_000
