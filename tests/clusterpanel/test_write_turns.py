@@ -7,7 +7,7 @@ import time
 
 import pytest
 from django.contrib.contenttypes.models import ContentType
-from django.db import OperationalError, connection
+from django.db import OperationalError, connection, transaction
 from django.db.models import F
 
 from clusterpanel.kit import write_turns
@@ -50,6 +50,25 @@ def test_a_write_waits_for_the_lock_and_then_runs(transactional_db):
     finally:
         thread.join()
     assert busy_timeout() == 20_000, "the connection's own wait is back"
+
+
+def test_a_transaction_whose_begin_found_the_lock_taken_begins_again(transactional_db):
+    committed, begun = [], []
+
+    def queue_like() -> int:  # as jobs/queue/queueing.py `submit`: BEGIN IMMEDIATE takes the lock
+        begun.append(1)
+        with transaction.atomic():
+            transaction.on_commit(lambda: committed.append(1))
+            return touch()
+
+    thread, _ = held_elsewhere(0.3)
+    try:
+        assert write_turns.promptly(queue_like) == 1
+    finally:
+        thread.join()
+    assert len(begun) > 1, "its first BEGIN found the lock taken"
+    assert committed == [1], "one commit, its hooks run once"
+    assert not connection.in_atomic_block and connection.get_autocommit()
 
 
 def test_a_lock_held_past_the_timeout_fails_as_before(transactional_db, monkeypatch):
