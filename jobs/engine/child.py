@@ -16,6 +16,7 @@ from django.db import InterfaceError, OperationalError, close_old_connections, t
 from django.utils import timezone
 
 from clusterpanel.kit.broadcast import broadcast
+from clusterpanel.kit.write_turns import promptly
 from jobs.engine.embedding import EmbeddingError, encoded
 from jobs.engine.loaded_model import Engine, EngineError, kept
 from jobs.engine.sequences import Outcome, Work
@@ -102,7 +103,7 @@ def server_pids(deployment: Deployment) -> dict[str, int]:
 
 def set_engine(deployment: Deployment, **fields) -> None:
     deployment.engine = {**deployment.engine, **fields}
-    Deployment.objects.filter(pk=deployment.pk).update(engine=deployment.engine)
+    promptly(lambda: Deployment.objects.filter(pk=deployment.pk).update(engine=deployment.engine))
     broadcast(f"deployment_{deployment.pk}", "deployment.engine", deployment.engine)
 
 
@@ -272,14 +273,18 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
     timeout, PostgreSQL restarting): given up, the job would stay RUNNING under an engine that goes on to the
     next. Guarded, so a try that did land is never written twice."""
     tokens = tokens_of(job, fields)  # before the transaction: a Redis read must not hold the database's lock
+
+    def store() -> int:
+        with transaction.atomic():  # counted in /metrics exactly when it ends
+            holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
+            written = holding.update(**fields)
+            if written:
+                queueing.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
+            return written
+
     for attempt in range(1, tries + 1):
         try:
-            with transaction.atomic():  # counted in /metrics exactly when it ends
-                holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
-                written = holding.update(**fields)
-                if written:
-                    queueing.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
-                return written
+            return promptly(store)  # every sequence's next token waits for it
         except (OperationalError, InterfaceError) as exc:
             if attempt == tries:
                 raise
