@@ -5,7 +5,11 @@ SQLite waits for a locked database (its busy timeout) by sleeping between tries:
 under a burst of 16 requests the engine's claim of a job waited 645 ms (bench/concurrency.py --timeline), and with
 three busy writers a single UPDATE waited 630 ms median against 13 ms when it tried again every 2 ms
 (bench/sqlite_turns.py). `promptly` runs such a write with SQLite's wait off and tries again itself, every 2 ms,
-up to the same 20 s. Only where a caller waits on it: the engine's claim and a request's queueing.
+up to the same 20 s. Only where someone waits on it: a request's queueing, the engine's claim, its report and a
+job's end (jobs/queue/queueing.py, jobs/engine/child.py).
+
+A write given to it does nothing but write: no `transaction.on_commit` hook inside (Django runs hooks within the
+block's exit, so a hook's own "locked" would run the write again; register it after `promptly` returns).
 
 On PostgreSQL (docker-compose), or inside a transaction that already holds the lock, the write runs as it is.
 """

@@ -29,6 +29,7 @@ from models_app.models import Deployment, DeploymentStatus
 log = logging.getLogger(__name__)
 ENV_DEPLOYMENT, ENV_REVISION = "CLUSTERPANEL_ENGINE_DEPLOYMENT", "CLUSTERPANEL_ENGINE_REVISION"
 FINISH_TRIES = 6  # about a minute of retries before a job's end is given up on (the engine's log says so)
+RELOAD_EXIT = 75
 MAX_ENGINE_STOPS = 2  # an engine that died twice under the same job (no laptop to blame) gives up on it
 
 
@@ -76,7 +77,8 @@ def load(deployment: Deployment) -> Engine:
             last[0] = time.monotonic()
             set_engine(deployment, state="loading", progress=round(progress, 3))
 
-    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=server_pids(deployment))
+    servers = server_pids(deployment)
+    set_engine(deployment, state="loading", progress=0.0, pid=os.getpid(), servers=servers)
     engine = Engine(deployment.model.path, endpoints(deployment), plan["n_gpu_layers"], plan["tensor_split"],
                     deployment.ctx, expected_devices(plan), deployment.slots)
     try:
@@ -86,14 +88,24 @@ def load(deployment: Deployment) -> Engine:
         deployment.set_status(DeploymentStatus.FAILED, f"The engine could not load the model: {exc}")
         State.retired = True
         raise
-    # Read again: a laptop's server killed as the engine began, and restarted by the supervisor before the engine
-    # reached it, is the one it loaded onto, and recovery tells a server started later from this one by its pid
-    # (tests/jobs/recovery/test_killed_while_loading.py).
+    if server_pids(deployment) != servers:
+        reload_afresh(deployment)
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
-               servers=server_pids(deployment),
                draft={"tokens": deployment.draft_tokens}, any_shape=engine.batcher.any_shape,
                at=time.time())  # a previous engine's report is not ours
     return engine
+
+
+def reload_afresh(deployment: Deployment) -> None:
+    """A laptop's rpc-server was restarted while the model loaded: whether the engine reached the old process or
+    the new one is not known, and recovery tells a laptop that failed from one that did not by the pid the engine
+    loaded onto (jobs/engine/recovery.py). This child ends, as it would had ggml aborted on the old server; its
+    successor loads onto the servers running then (jobs/engine/leftovers.py)."""
+    log.warning("deployment %s: a laptop's rpc-server was restarted while the model loaded; loading it again",
+                deployment.pk)
+    set_engine(deployment, state="restarting")
+    logging.shutdown()
+    os._exit(RELOAD_EXIT)
 
 
 def server_pids(deployment: Deployment) -> dict[str, int]:

@@ -105,9 +105,11 @@ def submit(job: Job) -> Job:
         with transaction.atomic():
             current(job.deployment)
             job.save()
-            transaction.on_commit(lambda: queued(job))
 
     promptly(save)
+    # after `promptly`: a hook inside would run within its tries (and with SQLite's wait off), and a hook's own
+    # "locked" would save the job again
+    transaction.on_commit(lambda: queued(job))
     return job
 
 
