@@ -24,29 +24,30 @@ def touch() -> int:
 
 
 def held_elsewhere(seconds: float) -> tuple[threading.Thread, threading.Event]:
-    """Another connection (another process, to SQLite) holding the write lock for `seconds`."""
-    taken = threading.Event()
+    """Another connection (another process, to SQLite) holding the write lock for `seconds`; the event is set
+    just before it lets go."""
+    taken, letting_go = threading.Event(), threading.Event()
 
     def hold() -> None:
         other = sqlite3.connect(connection.settings_dict["NAME"], isolation_level=None)
         other.execute("BEGIN IMMEDIATE")
         taken.set()
         time.sleep(seconds)
+        letting_go.set()
         other.execute("COMMIT")
         other.close()
 
     thread = threading.Thread(target=hold)
     thread.start()
     assert taken.wait(10)
-    return thread, taken
+    return thread, letting_go
 
 
 def test_a_write_waits_for_the_lock_and_then_runs(transactional_db):
-    thread, _ = held_elsewhere(0.5)
-    started = time.monotonic()
+    thread, letting_go = held_elsewhere(0.5)
     try:
         assert write_turns.promptly(touch) == 1
-        assert time.monotonic() - started >= 0.4, "it waited for the other writer"
+        assert letting_go.is_set(), "it waited for the other writer"
     finally:
         thread.join()
     assert busy_timeout() == 20_000, "the connection's own wait is back"
