@@ -136,11 +136,12 @@ def over_limit(exc: admission.OverLimit) -> JsonResponse:
     return answer
 
 
-def cancel_unfinished(job_id: int) -> None:
+def cancel_unfinished(job_id: int, told: str = "") -> None:
+    """The job of a client that went away, cancelled; `told`: the text its stream had sent it."""
     job = Job.objects.get(pk=job_id)
     if not job.is_finished:
         try:
-            queueing.cancel(job)
+            queueing.cancel(job, told)
         except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
             log.warning("could not cancel job %s: %s", job_id, exc)
 
@@ -153,6 +154,7 @@ class Answer:
         self.shapes = Shapes(job.pk, int(job.created.timestamp()), model, wanted.kind)
         self.listener, self.events, self.next = JobEvents(job.pk), None, None
         self.head: list[dict] = []  # events read before answering: up to the first token, or all of them
+        self.sent: list[str] = []  # the text the client has been sent, streamed
 
     async def respond(self) -> HttpResponse:
         handed_on = False
@@ -269,10 +271,10 @@ class Answer:
         if self.events is not None:
             await self.events.aclose()
         await self.listener.close()
-        await sync_to_async(cancel_unfinished)(self.job.pk)
+        await sync_to_async(cancel_unfinished)(self.job.pk, "".join(self.sent))
 
     async def sse(self, waits: str | None) -> AsyncIterator[str]:
-        sent, calls, entries = [], {}, []  # the text and tool calls (by index) sent; logprobs not yet sent
+        sent, calls, entries = self.sent, {}, []  # the text and tool calls (by index) sent; logprobs not yet sent
         try:
             if waits:
                 async for line in self.keep_alive(waits):

@@ -288,10 +288,14 @@ def announce_positions(deployment_id: int, start: int = 1) -> None:
         broadcast(stream.group(job_id), "job.event", {"event": "queue", "position": place})
 
 
-def cancel(job: Job) -> Job:
+def cancel(job: Job, heard: str = "") -> Job:
     """A queued job is cancelled at once; a running one stops within one token (the engine checks), or ends
-    without its engine when none will: its deployment is gone, or the engine did not confirm in time."""
+    without its engine when none will: its deployment is gone, or the engine did not confirm in time. `heard`:
+    the text its client was sent, which its row keeps where the attempt running now has not said it (yet)."""
     told = (stream.told(job.pk) or "") if job.started else ""  # a retry waiting: its first attempt was heard
+    behind = bool(heard) and not told.startswith(heard)
+    if behind:
+        told = heard
     if Job.objects.filter(pk=job.pk, status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED, output=told,
                                                                        finished=timezone.now()):
         job.refresh_from_db()
@@ -300,6 +304,12 @@ def cancel(job: Job) -> Job:
         return job
     job.refresh_from_db()  # an engine may have claimed it since it was read: what it is now decides
     if job.status == JobStatus.RUNNING:
+        if behind and settle(job, {"status": JobStatus.RUNNING, "attempts": job.attempts},
+                             status=JobStatus.CANCELLED, finish_reason="cancelled", output=heard):
+            # a retry behind its client (the engine's worker died under the first attempt): the row keeps what
+            # the client has, and the engine, told to stop, writes nothing (the row no longer holds its attempt)
+            stream.ask_to_cancel(job.pk, cancel_key(job.pk))
+            return job
         stop_running(job)
     return job
 
