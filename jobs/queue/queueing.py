@@ -304,13 +304,9 @@ def cancel(job: Job, heard: str = "") -> Job:
         return job
     job.refresh_from_db()  # an engine may have claimed it since it was read: what it is now decides
     if job.status == JobStatus.RUNNING:
-        if behind and settle(job, {"status": JobStatus.RUNNING, "attempts": job.attempts},
-                             status=JobStatus.CANCELLED, finish_reason="cancelled", output=heard):
-            # a retry behind its client (the engine's worker died under the first attempt): the row keeps what
-            # the client has, and the engine, told to stop, writes nothing (the row no longer holds its attempt)
-            stream.ask_to_cancel(job.pk, cancel_key(job.pk))
-            return job
-        stop_running(job)
+        # a retry behind its client (the engine's worker died under the first attempt) ends with the client's text
+        if not (behind and end_with_told(job, heard, status=JobStatus.CANCELLED, finish_reason="cancelled")):
+            stop_running(job)
     return job
 
 
@@ -383,8 +379,14 @@ def part(job_id: int, told: str, why: str) -> bool:
     job = Job.objects.filter(pk=job_id).first()
     if job is None or job.is_finished:
         return False
+    return end_with_told(job, told, status=JobStatus.FAILED, error=why)
+
+
+def end_with_told(job: Job, told: str, **fields) -> bool:
+    """The job, as it is now, ended with `told`, the text its client has, so its row and the client agree; a
+    running attempt is told to stop, and writes nothing (the row no longer holds it). Whether it was ended here."""
     was = job.status
-    if not settle(job, {"status": was, "attempts": job.attempts}, status=JobStatus.FAILED, output=told, error=why):
+    if not settle(job, {"status": was, "attempts": job.attempts}, output=told, **fields):
         return False
     if was == JobStatus.RUNNING:
         try:
