@@ -11,6 +11,7 @@ from tests.conftest import PASSWORD, wait_until
 from tests.nodes.laptops import register, run_now
 
 MiB = 2**20
+MEMORY_CHART_DRAWN = "() => document.querySelectorAll('#plan-memory .main-svg').length > 0"
 
 
 def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
@@ -32,6 +33,8 @@ def test_it_finds_a_plan_where_an_even_split_does_not_fit_and_deploys_it(
         rows = {row.locator("td").first.inner_text(): row.inner_text() for row in page.locator("tbody tr").all()}
         assert "GiB" in rows["even"], "an even split does not fit, and says why in numbers"
         assert "tokens" not in rows["fastest"] and rows["fastest"].split("\t")[2].replace(".", "").isdigit()
+        # plan.js is a module script, run after the page is parsed: on a slow machine the rows are read before it
+        page.wait_for_function(MEMORY_CHART_DRAWN, timeout=60_000)
         assert page.locator("#plan-memory .main-svg").count() >= 1, "the memory chart is drawn"
         offered = int(rows["fastest"].split("\t")[1])
         assert offered in (8, 4, 2, 1)
