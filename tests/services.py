@@ -87,6 +87,11 @@ def unused_address(lan_subnet: str, host: int = 250) -> str:
 def pytest_load_initial_conftests(early_config, parser, args):
     # For this process and every web server, worker and command it starts (clusterpanel/settings.py).
     os.environ["TESTS_HASH_PASSWORDS_FAST"] = "1"
+    # llama.cpp's OpenMP threads (engines in the workers and their children) sleep at once when they wait rather
+    # than spin for milliseconds: a suite's workers share the cores, and two engines spinning beside each other
+    # ran five head-engine test files in 378-459 s against 66 s (docs/benchmarks.md, "Spinning threads in the
+    # suite"); alone they take the same either way. The laptops' rpc-servers keep RPC_SPIN_COUNT (set over SSH).
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")
     data_dir = Path(tempfile.mkdtemp(prefix="clusterpanel-test-"))
     os.chmod(data_dir, 0o755)  # simulated laptops' homes live below it
     (data_dir / "static").mkdir()
