@@ -40,6 +40,7 @@ from jobs import structured
 from jobs.engine import kvcache, logprobs, pieces
 from jobs.engine.constrained import Constrained, Plain
 from jobs.engine.drafting import DraftLength, NgramIndex
+from jobs.engine.stepcost import POSTPONE_MOST, StepCost
 from jobs.engine.textout import TextOut
 
 STEP_TOKENS = 512  # the context's n_batch: tokens one decode step may carry
@@ -114,6 +115,7 @@ class Sequence:
     freed: float = 0.0
     index: NgramIndex | None = None  # its tokens, for drafting
     length: DraftLength | None = None
+    postponed: int = 0  # steps in a row its prompt's reading waited for shorter ones (jobs/engine/stepcost.py)
 
     @property
     def generating(self) -> bool:
@@ -136,6 +138,7 @@ class Batcher:
         self.eos = llm.token_eos()
         self.generated = 0  # tokens sampled since the engine started, over all sequences
         self.drafted = self.accepted = self.trips = 0  # likewise: tokens drafted, drafted tokens kept, steps sampled
+        self.cost = StepCost()
 
     @property
     def busy(self) -> list[Sequence]:
@@ -159,6 +162,7 @@ class Batcher:
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
         seq.sampler = self._sampler(work)
         seq.index = seq.length = None
+        seq.postponed = 0
         # Where a step's shape changes a token's numbers, drafts would change a greedy or seeded answer.
         if self.draft_most and work.draft and (work.reuse or self.any_shape):
             seq.length = DraftLength(self.draft_most)
@@ -232,7 +236,9 @@ class Batcher:
         rows = self._fill()
         if not self.batch.n_tokens:  # a step reading only a prompt piece samples nothing, but is still computed
             return []
+        began = time.perf_counter()
         code = self.api.llama_decode(self.ctx, self.batch)
+        self.cost.observe(self.batch.n_tokens, time.perf_counter() - began)
         if code != 0:
             raise DecodeError(f"llama_decode returned {code}")
         ended = []
@@ -257,15 +263,11 @@ class Batcher:
             n = self._put(n, seq, [seq.last, *drafts], logits_from=0)
             rows.append((seq, n - 1 - len(drafts), drafts))
         stepping = list(generating)
-        reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
-        for seq in reading:
+        for seq in self._reading_now(n, bool(generating)):
             room = STEP_TOKENS - n
             if room <= 0:
                 break
-            at = len(seq.cached)
-            planned = next((end for end in seq.plan if end > at), at + len(seq.todo)) - at
-            most = STEP_TOKENS if not generating or len(seq.todo) <= WHOLE_BESIDE_OTHERS else PREFILL_BESIDE_OTHERS
-            piece = min(room, planned, most)
+            piece = min(room, self._prompt_piece(seq, bool(generating)))
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
             n = self._put(n, seq, tokens, logits_from=None if seq.todo else len(tokens) - 1)
             stepping.append(seq)
@@ -276,6 +278,28 @@ class Batcher:
             for seq in stepping:
                 seq.ends[-1] = INEXACT
         return rows
+
+    def _reading_now(self, tokens: int, generating: bool) -> list[Sequence]:
+        """The sequences whose prompts this step reads (a piece each), in id order: the shortest reads first
+        where the steps so far say that is sooner for most (jobs/engine/stepcost.py)."""
+        reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
+        if len(reading) < 2:
+            return reading
+        pieces = {seq.seq_id: self._prompt_piece(seq, generating) for seq in reading}
+        order = sorted(reading, key=lambda seq: (seq.postponed < POSTPONE_MOST, pieces[seq.seq_id]))
+        due = sum(seq.postponed >= POSTPONE_MOST for seq in reading)
+        now = {seq.seq_id for seq in order[:self.cost.take(tokens, [pieces[seq.seq_id] for seq in order], due)]}
+        for seq in reading:
+            seq.postponed = 0 if seq.seq_id in now else seq.postponed + 1
+        return [seq for seq in reading if seq.seq_id in now]
+
+    def _prompt_piece(self, seq: Sequence, generating: bool) -> int:
+        """The prompt tokens a reading sequence reads in a step, room allowing: up to the end of its plan's piece,
+        and beside running answers a short rest whole, else PREFILL_BESIDE_OTHERS."""
+        at = len(seq.cached)
+        planned = next((end for end in seq.plan if end > at), at + len(seq.todo)) - at
+        most = STEP_TOKENS if not generating or len(seq.todo) <= WHOLE_BESIDE_OTHERS else PREFILL_BESIDE_OTHERS
+        return min(planned, most)
 
     def _drafts(self, generating: list[Sequence], room: int) -> list[list[int]]:
         mosts = [self._most(seq, room) for seq in generating]
