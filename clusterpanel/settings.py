@@ -248,6 +248,11 @@ ONCALL_IDLE_MINUTE_S = env_int("ONCALL_IDLE_MINUTE_S", 60)
 ENGINE_STALLED_S = env_int("ENGINE_STALLED_S", 30)
 if ENGINE_STALLED_S < 1:
     raise SystemExit("ENGINE_STALLED_S must be at least 1 (seconds).")
+# Head memory each engine keeps prompts in after their sequence went to another job (jobs/engine/promptstore.py),
+# as llama-server's --cache-ram; 0 keeps none.
+ENGINE_PROMPT_CACHE_MIB = env_int("ENGINE_PROMPT_CACHE_MIB", 256)
+if ENGINE_PROMPT_CACHE_MIB < 0:
+    raise SystemExit("ENGINE_PROMPT_CACHE_MIB must be 0 or more (MiB).")
 # How long a quick command on a laptop (an rpc-server's start, stop or state) may take before the laptop counts
 # as hanging (nodes/servers/rpcserver.py); a laptop found at a new address is recovered after this long, once the
 # supervisor's round at its old address has given up (jobs/engine/moves.py). Tests make it short. A start gives

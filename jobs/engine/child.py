@@ -12,6 +12,7 @@ import traceback
 from datetime import UTC, datetime
 
 import redis
+from django.conf import settings
 from django.db import InterfaceError, OperationalError, close_old_connections, transaction
 from django.utils import timezone
 
@@ -90,6 +91,7 @@ def load(deployment: Deployment) -> Engine:
         raise
     if server_pids(deployment) != servers:
         reload_afresh(deployment)
+    engine.batcher.store.capacity = settings.ENGINE_PROMPT_CACHE_MIB * 2**20
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
                draft={"tokens": deployment.draft_tokens}, any_shape=engine.batcher.any_shape,
                at=time.time())  # a previous engine's report is not ours

@@ -40,6 +40,7 @@ from jobs import structured
 from jobs.engine import kvcache, logprobs, pieces
 from jobs.engine.constrained import Constrained, Plain
 from jobs.engine.drafting import DraftLength, NgramIndex
+from jobs.engine.promptstore import PromptStore
 from jobs.engine.stepcost import POSTPONE_MOST, StepCost
 from jobs.engine.textout import TextOut
 
@@ -49,6 +50,7 @@ PREFILL_BESIDE_OTHERS = 64  # prompt tokens a sequence reads per step while othe
 # step through the pipeline would (eight chat prompts of 65 tokens arriving together took two steps, the second
 # for their last tokens, and their first tokens waited for both).
 WHOLE_BESIDE_OTHERS = 2 * PREFILL_BESIDE_OTHERS
+STORE_BYTES = 256 * 2**20  # the head's memory for prompts kept after their sequence went to another job
 LAST_N = 64  # tokens the repeat penalty looks back over (llama-cpp-python's last_n_tokens_size)
 MIN_P = 0.05  # llama-cpp-python's default for create_completion, which the engine used before
 
@@ -123,7 +125,8 @@ class Sequence:
 
 
 class Batcher:
-    def __init__(self, llm, slots: int, draft_most: int = 0, any_shape: bool = False) -> None:
+    def __init__(self, llm, slots: int, draft_most: int = 0, any_shape: bool = False,
+                 store_bytes: int = STORE_BYTES) -> None:
         import llama_cpp
 
         self.draft_most = draft_most  # most tokens a sequence drafts per step (0: none)
@@ -139,6 +142,8 @@ class Batcher:
         self.generated = 0  # tokens sampled since the engine started, over all sequences
         self.drafted = self.accepted = self.trips = 0  # likewise: tokens drafted, drafted tokens kept, steps sampled
         self.cost = StepCost()
+        self.store = PromptStore(store_bytes)
+        self.copying: set[int] = set()  # sequences in a copy llama.cpp makes at the next step (kvcache.copy)
 
     @property
     def busy(self) -> list[Sequence]:
@@ -154,9 +159,17 @@ class Batcher:
         source = max((other for other in self.sequences if other is not seq),
                      key=lambda other: self._reusable(other, work), default=None)
         shared = self._reusable(source, work) if source is not None else 0
-        if shared >= reused + kvcache.COPY_AT_LEAST:  # another's cache (a busy one's too) holds more of it
+        entry, stored = (None, 0) if seq.seq_id in self.copying else self.store.best(
+            lambda tokens, ends: self._reusable_of(tokens, ends, work))
+        if reused < len(seq.cached) and seq.seq_id not in self.copying:
+            self.store.save(self.api, self.ctx, seq)  # what it held beyond the job's prefix is about to go
+        if entry is not None and stored >= max(reused, shared) + kvcache.COPY_AT_LEAST:
+            restored = self.store.restore(self.api, self.ctx, entry, seq)
+            reused = kvcache.keep(self.api, self.memory, seq, stored if restored else 0)
+        elif shared >= reused + kvcache.COPY_AT_LEAST:  # another's cache (a busy one's too) holds more of it
             reused = kvcache.copy(self.api, self.memory, source, seq, shared)
-        else:
+            self.copying |= {source.seq_id, seq.seq_id}  # llama.cpp copies at the next step: neither is saved
+        else:  # or written before then
             reused = kvcache.keep(self.api, self.memory, seq, reused)
         seq.plan = [] if self.any_shape else pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS)
         seq.work, seq.todo, seq.last = work, work.prompt[reused:], None
@@ -194,10 +207,14 @@ class Batcher:
         return min(free, key=lambda seq: (runs(busy | {seq.seq_id}), seq.freed)), 0
 
     def _reusable(self, seq: Sequence, work: Work) -> int:
-        shared = min(common_prefix(seq.cached, work.prompt), len(work.prompt) - 1)
+        return self._reusable_of(seq.cached, seq.ends, work)
+
+    def _reusable_of(self, cached: list[int], ends: list[int], work: Work) -> int:
+        """How many tokens of a cache (its tokens, and where its pieces ended) the job may reuse."""
+        shared = min(common_prefix(cached, work.prompt), len(work.prompt) - 1)
         if work.reuse or self.any_shape:
             return shared
-        return pieces.exact_prefix(seq.ends, pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS), shared)
+        return pieces.exact_prefix(ends, pieces.plan(len(work.prompt), work.cuts, STEP_TOKENS), shared)
 
     def _sampler(self, work: Work):
         """The chain llama-cpp-python's `_init_sampler` builds for these parameters, and beside it the grammar
@@ -239,6 +256,7 @@ class Batcher:
         began = time.perf_counter()
         code = self.api.llama_decode(self.ctx, self.batch)
         self.cost.observe(self.batch.n_tokens, time.perf_counter() - began)
+        self.copying.clear()
         if code != 0:
             raise DecodeError(f"llama_decode returned {code}")
         ended = []
@@ -431,6 +449,7 @@ class Batcher:
     def forget_all(self) -> None:
         """Clear every sequence's cache (the next jobs read their prompts whole)."""
         self.api.llama_memory_clear(self.memory, True)
+        self.copying.clear()
         for seq in self.sequences:
             seq.cached, seq.ends = [], []
 
