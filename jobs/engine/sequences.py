@@ -161,9 +161,13 @@ class Batcher:
         shared = self._reusable(source, work) if source is not None else 0
         entry, stored = (None, 0) if seq.seq_id in self.copying else self.store.best(
             lambda tokens, ends: self._reusable_of(tokens, ends, work))
-        if reused < len(seq.cached) and seq.seq_id not in self.copying:
-            self.store.save(self.api, self.ctx, seq)  # what it held beyond the job's prefix is about to go
-        if entry is not None and stored >= max(reused, shared) + kvcache.COPY_AT_LEAST:
+        dropped = len(seq.cached) - reused  # what it held beyond the job's prefix is about to go
+        if dropped > 0 and seq.seq_id not in self.copying and self.store.worth_saving(
+                len(seq.cached), self.cost.seconds(len(seq.cached), STEP_TOKENS)):
+            self.store.save(self.api, self.ctx, seq)
+        spared = stored - max(reused, shared)
+        if entry is not None and spared >= kvcache.COPY_AT_LEAST and self.store.worth_restoring(
+                entry, self.cost.seconds(spared, STEP_TOKENS)):
             restored = self.store.restore(self.api, self.ctx, entry, seq)
             reused = kvcache.keep(self.api, self.memory, seq, stored if restored else 0)
         elif shared >= reused + kvcache.COPY_AT_LEAST:  # another's cache (a busy one's too) holds more of it

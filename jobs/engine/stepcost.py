@@ -46,6 +46,15 @@ class StepCost:
             return None
         return max(mean_t - per_token * mean_n, 0.0), per_token
 
+    def seconds(self, tokens: int, per_step_most: int) -> float | None:
+        """About how long reading `tokens` prompt tokens takes, in steps of at most `per_step_most`; None while
+        not known."""
+        fitted = self.fit()
+        if fitted is None:
+            return None
+        per_step, per_token = fitted
+        return per_step * -(-tokens // per_step_most) + per_token * tokens
+
     def take(self, generating: int, pieces: list[int], at_least: int = 1) -> int:
         """How many of the reads, in order (`pieces`: tokens each reads in this step; shortest first, after the
         `at_least` that must go in now), to read now beside `generating` tokens of running answers; the rest

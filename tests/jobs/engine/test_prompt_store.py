@@ -1,10 +1,12 @@
 """Prompts kept in the head's memory after their sequence went to other jobs: the same prompt (a conversation's
 next turn) comes back without being read again, and answers as it did (run on the head)."""
 
+import ctypes
+
 import pytest
 
 from jobs.engine.loaded_model import Engine
-from jobs.engine.promptstore import PromptStore
+from jobs.engine.promptstore import PromptStore, Saved
 from tests.jobs.conftest import head_engine
 
 pytestmark = pytest.mark.timeout(300)
@@ -75,3 +77,15 @@ def test_past_its_capacity_the_store_forgets_the_least_recently_used(engine):
     assert engine.batcher.store.size <= engine.batcher.store.capacity
     assert [entry.tokens[:40] for entry in engine.batcher.store.saved] != [one.tokens[:40]], "a newer one came"
     assert one not in engine.batcher.store.saved, "the older one went to make room"
+
+
+def test_it_saves_and_writes_back_only_where_that_costs_less_than_reading_again():
+    store = PromptStore(2**20)
+    assert store.worth_saving(200, 3.2) and store.worth_saving(200, None), "nothing measured yet: it tries"
+    store.per_token = 0.0001  # the head: a token's keys and values copied in memory
+    assert store.worth_saving(200, 200 * 0.016)
+    store.per_token = 0.007  # over laptops, values read a row at a time: 193 tokens in 1.4 s
+    assert not store.worth_saving(200, 200 * 0.016), "saved and written back it would cost most of a read"
+    entry = Saved(list(range(1300)), [], (ctypes.c_uint8 * 1)())
+    assert store.worth_restoring(entry, 1270 * 0.016), "a long conversation: 9 s written back against 20 s read"
+    assert not store.worth_restoring(entry, 33 * 0.016), "all of it written back to spare 33 tokens"
