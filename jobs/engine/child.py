@@ -91,7 +91,9 @@ def load(deployment: Deployment) -> Engine:
         raise
     if server_pids(deployment) != servers:
         reload_afresh(deployment)
-    engine.batcher.store.capacity = settings.ENGINE_PROMPT_CACHE_MIB * 2**20
+    # Over laptops a save costs thousands of round trips (values are read a row at a time without flash
+    # attention, jobs/engine/promptstore.py): the store serves engines whose layers are all on the head.
+    engine.batcher.store.capacity = 0 if engine.endpoints else settings.ENGINE_PROMPT_CACHE_MIB * 2**20
     set_engine(deployment, state="ready", progress=1.0, slots=engine.slots, busy=0, jobs=[], tokens_per_s=0.0,
                draft={"tokens": deployment.draft_tokens}, any_shape=engine.batcher.any_shape,
                at=time.time())  # a previous engine's report is not ours

@@ -8,7 +8,10 @@ round trips (193 tokens took 1.4 s to save over the simulated LAN, against 16 ms
 store times its own work, a token's save or write-back, and saves only while saving and writing back a cache
 costs under a quarter of reading it again (most saved prompts never come back), and writes one back only where
 that costs less than reading the tokens it spares, by what the engine's steps cost (jobs/engine/stepcost.py);
-the first save measures it.
+the first save measures it. Even that one save (1.4 s, holding every stream) cost more than the store gave back
+over the simulated laptops (bench/concurrency.py: one client's first token 2.0 s against 0.6 s without it), so
+engines with laptops keep no store (jobs/engine/child.py) until the engine computes attention with flash
+attention, where a layer's values are read in one piece.
 
 A sequence's cache is saved (llama.cpp's `llama_state_seq_get_data`: its cells and their keys and values, read
 from the devices that hold each layer) when a new job is about to drop what it holds, and a new job whose prompt

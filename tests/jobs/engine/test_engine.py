@@ -95,19 +95,3 @@ def test_verify_names_the_first_token_that_differs():
         "reference_token": "c"}
     assert verify.compare(["a"], ["a"])["result"] == "identical"
 
-
-def test_a_prompt_whose_slot_another_took_comes_back_from_the_heads_memory_over_the_laptops(cluster, bob):
-    """The store saves a sequence's keys and values from the laptops that hold its layers and writes them back
-    (jobs/engine/promptstore.py): the prompt is not read again, and the greedy answer is the same."""
-    # long enough that writing it back is worth it whatever the laptops' round trips cost (promptstore.py)
-    topic = "Summarise this: " + " ".join(f"The keeper counted {n} ships that night." for n in range(30))
-    first = chat(cluster, bob, topic, max_tokens=8)
-    listen(first, bob)
-    other = chat(cluster, bob, "Name a colour.", max_tokens=2)  # the only slot goes to another prompt
-    listen(other, bob)
-    again = chat(cluster, bob, topic, max_tokens=8)
-    listen(again, bob)
-    first, other, again = (Job.objects.get(pk=job.pk) for job in (first, other, again))
-    assert other.cached_tokens < 40, "the other prompt shares only the chat preamble with it"
-    assert again.cached_tokens == again.prompt_tokens - 1 > 250, "all but the last prompt token came back"
-    assert again.output == first.output and first.status == again.status == JobStatus.SUCCEEDED
