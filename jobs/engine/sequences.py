@@ -451,9 +451,11 @@ class Batcher:
         seq.freed = time.monotonic()
 
     def forget_all(self) -> None:
-        """Clear every sequence's cache (the next jobs read their prompts whole)."""
+        """Clear every sequence's cache, and the prompts kept in memory (the next jobs read their prompts whole:
+        after a failed step nothing cached is trusted)."""
         self.api.llama_memory_clear(self.memory, True)
         self.copying.clear()
+        self.store.clear()
         for seq in self.sequences:
             seq.cached, seq.ends = [], []
 
