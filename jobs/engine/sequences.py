@@ -285,11 +285,11 @@ class Batcher:
             n = self._put(n, seq, [seq.last, *drafts], logits_from=0)
             rows.append((seq, n - 1 - len(drafts), drafts))
         stepping = list(generating)
-        for seq in self._reading_now(n, bool(generating)):
+        for seq, planned in self._reading_now(n, bool(generating)):
             room = STEP_TOKENS - n
             if room <= 0:
                 break
-            piece = min(room, self._prompt_piece(seq, bool(generating)))
+            piece = min(room, planned)
             tokens, seq.todo = seq.todo[:piece], seq.todo[piece:]
             n = self._put(n, seq, tokens, logits_from=None if seq.todo else len(tokens) - 1)
             stepping.append(seq)
@@ -301,19 +301,19 @@ class Batcher:
                 seq.ends[-1] = INEXACT
         return rows
 
-    def _reading_now(self, tokens: int, generating: bool) -> list[Sequence]:
-        """The sequences whose prompts this step reads (a piece each), in id order: the shortest reads first
-        where the steps so far say that is sooner for most (jobs/engine/stepcost.py)."""
+    def _reading_now(self, tokens: int, generating: bool) -> list[tuple[Sequence, int]]:
+        """The sequences whose prompts this step reads, in id order, each with the piece it reads (room allowing):
+        the shortest reads first where the steps so far say that is sooner for most (jobs/engine/stepcost.py)."""
         reading = [seq for seq in self.sequences if seq.work is not None and seq.todo]
-        if len(reading) < 2:
-            return reading
         pieces = {seq.seq_id: self._prompt_piece(seq, generating) for seq in reading}
+        if len(reading) < 2:
+            return [(seq, pieces[seq.seq_id]) for seq in reading]
         order = sorted(reading, key=lambda seq: (seq.postponed < POSTPONE_MOST, pieces[seq.seq_id]))
         due = sum(seq.postponed >= POSTPONE_MOST for seq in reading)
         now = {seq.seq_id for seq in order[:self.cost.take(tokens, [pieces[seq.seq_id] for seq in order], due)]}
         for seq in reading:
             seq.postponed = 0 if seq.seq_id in now else seq.postponed + 1
-        return [seq for seq in reading if seq.seq_id in now]
+        return [(seq, pieces[seq.seq_id]) for seq in reading if seq.seq_id in now]
 
     def _prompt_piece(self, seq: Sequence, generating: bool) -> int:
         """The prompt tokens a reading sequence reads in a step, room allowing: up to the end of its plan's piece,
