@@ -36,7 +36,7 @@ from jobs.api.openai_models import model_list
 from jobs.api.openai_submit import REDIS_LOST, submit
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import admission, queueing
+from jobs.queue import admission, queueing, stream
 from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
 from jobs.queue.standing import standing, standing_now
 
@@ -137,13 +137,19 @@ def over_limit(exc: admission.OverLimit) -> JsonResponse:
 
 
 def cancel_unfinished(job_id: int, told: str = "") -> None:
-    """The job of a client that went away, cancelled; `told`: the text its stream had sent it."""
+    """The job of a client that went away, cancelled; `told`: the text its stream had sent it. A job a laptop's
+    death failed is cancelled in its retry, or asked not to be retried while its retry may still come (the
+    client left while its stream waited for it): otherwise the retry would answer nobody, and keep other words."""
     job = Job.objects.get(pk=job_id)
-    if not job.is_finished:
-        try:
+    while job.status == JobStatus.FAILED and (again := Job.objects.filter(retry_of=job).first()) is not None:
+        job = again
+    try:
+        if not job.is_finished:
             queueing.cancel(job, told)
-        except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
-            log.warning("could not cancel job %s: %s", job_id, exc)
+        elif recovery.retry_state(job.pk)[0]:
+            stream.ask_to_cancel(job.pk, queueing.cancel_key(job.pk))
+    except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
+        log.warning("could not cancel job %s: %s", job_id, exc)
 
 
 class Answer:

@@ -82,6 +82,10 @@ def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
     """The interrupted jobs failed naming the laptops; what happened to those, in words."""
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
+        if queueing.cancel_asked(job.pk):  # its client had left: no retry to answer nobody with other words
+            queueing.end_stopped(job.pk, job.attempts, f"Stopped as asked, as {', '.join(dead)} stopped "
+                                                       f"answering ({what}).")
+            continue
         child.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
                                                    f"generation ({what}).")
     return what
@@ -260,9 +264,10 @@ def retry(job_ids: list[int]) -> None:
         depth, earlier = 0, job
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
-        if depth >= allowed or (job.batch_id and job.batch.cancelled):
+        if depth >= allowed or (job.batch_id and job.batch.cancelled) or queueing.cancel_asked(job.pk):
             not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
-                        else "Its batch was cancelled.")
+                        else "Its batch was cancelled." if job.batch_id and job.batch.cancelled
+                        else "Its client had asked it to stop.")
             continue
         deployment, params = job.deployment, job.params
         other = other_replica(job)

@@ -397,11 +397,27 @@ def end_with_told(job: Job, told: str, **fields) -> bool:
 
 
 def requeue(job: Job) -> None:
-    """A job its engine dropped when it stopped waits again; the tokens its attempt streamed stay counted."""
+    """A job its engine dropped when it stopped waits again; the tokens its attempt streamed stay counted. One
+    whose client had asked it to stop ends instead, with the text its client was told: the engine died before
+    it stopped it, and its next attempt would say something else to nobody, and keep that (the chaos soak)."""
+    if cancel_asked(job.pk):
+        end_stopped(job.pk, job.attempts, "Stopped as asked; its engine stopped at the same moment, so the panel "
+                                          "ended it.")
+        return
     tokens = tokens_streamed(job)
     with transaction.atomic():
         if Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING).update(status=JobStatus.QUEUED):
             tally(job, tokens, {})
+
+
+def cancel_asked(job_id: int) -> bool:
+    """Whether a stop was asked for the job (and not yet carried out). Redis away, it was not: no stop could be
+    asked meanwhile either."""
+    try:
+        return bool(stream.store().exists(cancel_key(job_id)))
+    except (RedisError, OSError) as exc:
+        log.info("job %s: could not ask Redis whether it was cancelled (%s)", job_id, exc)
+        return False
 
 
 def tokens_streamed(job: Job) -> int | None:

@@ -15,7 +15,7 @@ from django.utils import timezone
 
 from clusterpanel.run.redis_server import RedisServer
 from jobs.chat import conversations
-from jobs.engine import loop
+from jobs.engine import leftovers, loop
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
 from jobs.queue import queueing, stream
@@ -140,8 +140,8 @@ def streamed(job: Job, *texts: str) -> str:
     return "".join(texts)
 
 
-def test_a_stop_ends_a_running_job_whose_engine_never_confirms(claimed, conversation, ready, transactional_db,
-                                                                celery_worker, monkeypatch):
+def test_a_stop_ends_a_running_job_whose_engine_never_confirms(cancels_forgotten, claimed, conversation, ready,
+                                                                transactional_db, celery_worker, monkeypatch):
     monkeypatch.setattr(queueing, "STOP_CONFIRM_S", 1)  # the check is sent from here, to the ordinary worker
     heard = streamed(claimed, "Dear", " [", "Neighbor", "'s")
     queueing.cancel(claimed)
@@ -165,6 +165,25 @@ def test_a_job_its_dead_engine_left_waiting_keeps_what_was_told_when_cancelled(c
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED
     assert claimed.output == heard, "the latest attempt's words, as its client heard them"
+
+
+def test_a_job_cancelled_as_its_engine_died_is_not_run_again(cancels_forgotten, claimed, transactional_db):
+    """The chaos soak's splice, fresh75: a client hung up while its answer ran, and the engine's worker was killed
+    before it stopped the job. The job ran again for nobody, and kept its new attempt's first word ('Once')
+    where its client had been told 'One day, a cat'."""
+    heard = streamed(claimed, "One", " day", ",", " a", " cat")
+    queueing.cancel(claimed, heard)
+    assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING, "its engine is asked to stop it"
+    leftovers.run_again([Job.objects.get(pk=claimed.pk)])  # the engine's worker died meanwhile
+    claimed.refresh_from_db()
+    assert claimed.status == JobStatus.CANCELLED, "not waiting to run again"
+    assert claimed.output == heard and claimed.finish_reason == "cancelled"
+    assert not queueing.cancel_asked(another_job(claimed).pk), "another job is not taken for cancelled"
+
+
+def another_job(job: Job) -> Job:
+    return Job.objects.create(kind=job.kind, deployment=job.deployment, user=job.user, messages=job.messages,
+                              params=job.params)
 
 
 def test_a_worker_that_starts_fails_the_jobs_left_on_a_gone_deployment(claimed, ready, bob, transactional_db,

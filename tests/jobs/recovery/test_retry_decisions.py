@@ -2,9 +2,12 @@
 is coming, here is the retry, or no retry and why. No job is left waiting for a retry that will not come."""
 
 import pytest
+from django.utils import timezone
 
+from jobs.api.openai_views import cancel_unfinished
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
+from jobs.queue import queueing, stream
 from models_app.models import DeploymentStatus
 
 
@@ -78,4 +81,45 @@ def test_jobs_are_told_no_retry_comes_when_recovery_cannot_be_started(transactio
         recovery.laptops_died(ready, {"test-2": "killed"}, [job])
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and "Not retried. Recovery could not be started" in job.error, job.error
+    assert recovery.retry_state(job.pk) == (False, None)
+
+
+def heard(job: Job, *texts: str) -> str:
+    """Tokens on the job's stream for its current attempt, as its engine sends them: what its client was told."""
+    out = stream.JobStream(hold_ms=0)
+    out.start(job.pk, job.attempts)
+    for text in texts:
+        out.token(job.pk, text)
+    assert out.flush()
+    return "".join(texts)
+
+
+def test_a_client_gone_while_its_retry_was_awaited_gets_no_retry(cancels_forgotten, failed, settings):
+    """The client hung up while its stream waited for the retry: a retry then would answer nobody."""
+    settings.JOB_RETRIES = 1
+    cancel_unfinished(failed.pk, "Once")
+    recovery.retry([failed.pk])
+    failed.refresh_from_db()
+    assert "Not retried. Its client had asked it to stop." in failed.error
+    assert not Job.objects.filter(retry_of=failed).exists() and recovery.retry_state(failed.pk) == (False, None)
+
+
+def test_a_client_gone_once_its_retry_was_queued_cancels_the_retry_keeping_what_it_was_told(cancels_forgotten,
+                                                                                             failed, settings):
+    settings.JOB_RETRIES = 1
+    recovery.retry([failed.pk])
+    cancel_unfinished(failed.pk, "One day, a cat")
+    again = Job.objects.get(retry_of=failed)
+    assert again.status == JobStatus.CANCELLED and again.output == "One day, a cat"
+
+
+def test_a_job_its_client_stopped_as_its_laptop_died_ends_cancelled_not_retried(cancels_forgotten, ready, bob,
+                                                                                transactional_db):
+    job = Job.objects.create(kind=JobKind.COMPLETION, deployment=ready, user=bob, prompt="hi", params={},
+                             status=JobStatus.RUNNING, attempts=1, started=timezone.now())
+    told = heard(job, "One", " day")
+    queueing.cancel(job, told)  # asked to stop; the engine had not yet when the laptop died
+    recovery.fail_interrupted({"test-2": "killed"}, [Job.objects.get(pk=job.pk)])
+    job.refresh_from_db()
+    assert job.status == JobStatus.CANCELLED and job.output == told and "Stopped as asked" in job.error
     assert recovery.retry_state(job.pk) == (False, None)
