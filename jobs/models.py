@@ -267,7 +267,7 @@ def utc_today() -> date:
 
 class Usage(models.Model):
     """Tokens spent, per UTC day, person, API token and model: what ended jobs wrote as their prompt and answer
-    tokens, added in the transaction that ends each one (queueing.tally) and never recomputed. The usage page and
+    tokens, added in the transaction that ends each one (ending.tally) and never recomputed. The usage page and
     /api/usage/ read it, the tokens-per-day limit counts today's, /metrics sums it per person. Deleting a
     conversation or a batch takes its jobs but not what they spent: nobody gets a day's tokens back that way.
     Two jobs ending at the same instant may each start the day's row; every reader sums, so both count."""

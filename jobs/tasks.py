@@ -2,7 +2,7 @@ from celery import shared_task
 from celery.signals import worker_process_init, worker_ready
 
 from jobs.engine import child, leftovers, loop
-from jobs.queue import failover, queueing
+from jobs.queue import ending, failover
 
 
 @worker_process_init.connect
@@ -21,7 +21,7 @@ def settle_abandoned_on_start(**kwargs) -> None:
 
         deploy.settle_interrupted()
         failover.rescue_abandoned()  # routed jobs waiting on them go to a replica that answers
-        queueing.settle_abandoned()
+        ending.settle_abandoned()
 
 
 @shared_task(acks_late=True, ignore_result=True)
@@ -32,8 +32,8 @@ def run_job(job_id: int) -> None:
 
 @shared_task(acks_late=True, ignore_result=True)
 def confirm_stop(job_id: int, attempt: int) -> None:
-    """Runs in an ordinary worker a while after a running job was asked to stop (jobs/queue/queueing.py)."""
-    queueing.stop_unconfirmed(job_id, attempt)
+    """Runs in an ordinary worker a while after a running job was asked to stop (jobs/queue/ending.py)."""
+    ending.stop_unconfirmed(job_id, attempt)
 
 
 @shared_task(ignore_result=True)

@@ -36,7 +36,7 @@ from jobs.api.openai_models import model_list
 from jobs.api.openai_submit import REDIS_LOST, submit
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import admission, queueing, stream
+from jobs.queue import admission, ending, stream
 from jobs.queue.listen import QUIET, REDIS_DOWN, JobEvents, Next, StreamLost
 from jobs.queue.standing import standing, standing_now
 
@@ -145,9 +145,9 @@ def cancel_unfinished(job_id: int, told: str = "") -> None:
         job = again
     try:
         if not job.is_finished:
-            queueing.cancel(job, told)
+            ending.cancel(job, told)
         elif recovery.retry_state(job.pk)[0]:
-            stream.ask_to_cancel(job.pk, queueing.cancel_key(job.pk))
+            stream.ask_to_cancel(job.pk, ending.cancel_key(job.pk))
     except REDIS_DOWN as exc:  # the engine cannot be told: it finishes the job, which nobody reads
         log.warning("could not cancel job %s: %s", job_id, exc)
 
@@ -322,7 +322,7 @@ class Answer:
                     if followed[-1]:
                         continue  # the retry's events, from where the client's text ends
                 if text_parted(event, caught, caught_calls):
-                    await sync_to_async(queueing.part)(self.job.pk, "".join(sent), PARTED)
+                    await sync_to_async(ending.part)(self.job.pk, "".join(sent), PARTED)
                     yield data(openai_api.error(PARTED, None, "retry_differs", "server_error"))
                     yield "data: [DONE]\n\n"
                     return

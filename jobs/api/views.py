@@ -13,7 +13,7 @@ from jobs import params
 from jobs.api import inputs
 from jobs.api.inputs import InputError
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import admission, queueing, routing, wakeup
+from jobs.queue import admission, ending, queueing, routing, wakeup
 from models_app.models import Deployment
 
 router = Router()
@@ -212,7 +212,7 @@ def job_cancel(request: HttpRequest, pk: int):
     job = own_job(request, pk)
     if job.is_finished:
         raise ApiError(f"Job {pk} has already {job.status}.", 409)
-    queueing.cancel(job)
+    ending.cancel(job)
     job.refresh_from_db()
     return described(job)
 

@@ -14,7 +14,7 @@ from clusterpanel.kit.broadcast import broadcast
 from jobs.batches import batchfile, files
 from jobs.batches.batchfile import Parsed
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus, awaiting_retry
-from jobs.queue import admission, queueing
+from jobs.queue import admission, ending, queueing
 from models_app.models import Deployment
 
 STATUSES = [status.value for status in JobStatus]
@@ -138,7 +138,7 @@ def cancel_remaining(batch: Batch) -> int:
         stopped = batch.items.filter(status=JobStatus.QUEUED).update(status=JobStatus.CANCELLED, finished=now)
     running = list(batch.items.filter(status=JobStatus.RUNNING))
     for job in running:
-        queueing.cancel(job)
+        ending.cancel(job)
     retrying = last_attempts(batch).filter(awaiting_retry()).count()  # recovery sees the cancel: no retry comes
     batch.refresh_from_db()
     queueing.announce_positions(batch.deployment_id)

@@ -7,7 +7,7 @@ from channels.db import database_sync_to_async
 
 from clusterpanel.kit.consumers import REDIS_AWAY, SOCKETS, PanelConsumer
 from jobs.models import Job
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from jobs.queue.listen import REDIS_DOWN
 
 log = logging.getLogger(__name__)
@@ -95,4 +95,4 @@ class JobConsumer(PanelConsumer):
     async def receive_json(self, content: dict, **kwargs) -> None:
         if content.get("action") == "cancel":
             job = await database_sync_to_async(Job.objects.get)(pk=self.job_id)
-            await database_sync_to_async(queueing.cancel)(job)
+            await database_sync_to_async(ending.cancel)(job)

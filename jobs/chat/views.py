@@ -13,7 +13,7 @@ from clusterpanel.kit import confirm
 from jobs.chat import conversations, edits
 from jobs.models import Conversation, Job
 from jobs.params import LIMITS, ParamError, validate
-from jobs.queue import admission, queueing
+from jobs.queue import admission, ending, queueing
 from models_app.models import OnCall
 from models_app.oncall import service as oncall
 
@@ -109,7 +109,7 @@ def answer(request: HttpRequest, pk: int) -> JsonResponse:
 
 @require_POST
 def stop(request: HttpRequest, pk: int) -> JsonResponse:
-    job = queueing.cancel(own_job(request, pk))
+    job = ending.cancel(own_job(request, pk))
     return JsonResponse({"status": job.status})
 
 

@@ -23,7 +23,7 @@ from jobs.engine.loaded_model import Engine, EngineError, kept
 from jobs.engine.sequences import Outcome, Work
 from jobs.engine.toolcalls import ToolCalls
 from jobs.models import Job, JobStatus
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from models_app.llamacpp.chat import ChatError
 from models_app.models import Deployment, DeploymentStatus
 
@@ -193,7 +193,7 @@ def asked_before_listening(job: Job) -> bool:
     meanwhile could not be stored either, and the job runs (its events wait for Redis in the stream) rather
     than failing for an outage that costs it nothing."""
     try:
-        return bool(State.out.redis.exists(queueing.cancel_key(job.pk)))
+        return bool(State.out.redis.exists(ending.cancel_key(job.pk)))
     except (redis.RedisError, OSError) as exc:
         log.info("job %s: could not ask Redis whether it was cancelled (%s); running it", job.pk, exc)
         return False
@@ -277,7 +277,7 @@ def finish(job: Job, status: str, **fields) -> None:
     job.refresh_from_db()
     tell_done(job)
     try:
-        stream.store().delete(queueing.cancel_key(job.pk))
+        stream.store().delete(ending.cancel_key(job.pk))
     except redis.RedisError as exc:  # the key expires by itself
         log.warning("could not forget job %s's cancel request: %s", job.pk, exc)
     if job.batch_id:
@@ -295,7 +295,7 @@ def write_outcome(job: Job, tries: int = FINISH_TRIES, **fields) -> int:
             holding = Job.objects.filter(pk=job.pk, status=JobStatus.RUNNING, attempts=job.attempts)
             written = holding.update(**fields)
             if written:
-                queueing.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
+                ending.tally(job, tokens, fields, (fields.get("prompt_tokens"), fields.get("completion_tokens")))
             return written
 
     for attempt in range(1, tries + 1):
@@ -315,7 +315,7 @@ def tokens_of(job: Job, fields: dict) -> int | None:
     which /metrics counted while it ran and must not take back."""
     if fields.get("completion_tokens") is not None:
         return fields["completion_tokens"]
-    return queueing.tokens_streamed(job)
+    return ending.tokens_streamed(job)
 
 
 def tell_done(job: Job) -> None:

@@ -13,7 +13,7 @@ from django.db import close_old_connections
 from jobs import task_messages
 from jobs.engine import child, recovery
 from jobs.models import Job, JobStatus
-from jobs.queue import failover, queueing
+from jobs.queue import ending, failover, queueing
 from models_app.models import Deployment
 
 
@@ -47,4 +47,4 @@ def run_again(interrupted: list[Job]) -> None:
             child.finish(job, JobStatus.FAILED, error="The engine stopped twice while running this job; "
                                                        "see the engine worker's log.")
         else:
-            queueing.requeue(job)
+            ending.requeue(job)

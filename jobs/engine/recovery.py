@@ -22,7 +22,7 @@ from clusterpanel.kit.broadcast import broadcast
 from jobs import task_messages
 from jobs.engine import child, comeback
 from jobs.models import NOT_RETRIED, STOPPED, Job, JobStatus, awaiting_retry
-from jobs.queue import failover, queueing, routing, stream
+from jobs.queue import ending, failover, queueing, routing, stream
 from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus
 from models_app.planning.records import PlanningError, as_record, make_plan
@@ -82,8 +82,8 @@ def fail_interrupted(dead: dict[str, str], interrupted: list[Job]) -> str:
     """The interrupted jobs failed naming the laptops; what happened to those, in words."""
     what = "; ".join(f"{name}: {why}" for name, why in dead.items())
     for job in interrupted:
-        if queueing.cancel_asked(job.pk):  # its client had left: no retry to answer nobody with other words
-            queueing.end_stopped(job.pk, job.attempts, f"Stopped as asked, as {', '.join(dead)} stopped "
+        if ending.cancel_asked(job.pk):  # its client had left: no retry to answer nobody with other words
+            ending.end_stopped(job.pk, job.attempts, f"Stopped as asked, as {', '.join(dead)} stopped "
                                                        f"answering ({what}).")
             continue
         child.finish(job, JobStatus.FAILED, error=f"{STOPPED} {', '.join(dead)} stopped answering during "
@@ -264,7 +264,7 @@ def retry(job_ids: list[int]) -> None:
         depth, earlier = 0, job
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
-        if depth >= allowed or (job.batch_id and job.batch.cancelled) or queueing.cancel_asked(job.pk):
+        if depth >= allowed or (job.batch_id and job.batch.cancelled) or ending.cancel_asked(job.pk):
             not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
                         else "Its batch was cancelled." if job.batch_id and job.batch.cancelled
                         else "Its client had asked it to stop.")

@@ -17,7 +17,7 @@ from pathlib import Path
 from django.conf import settings
 
 from jobs.engine.child import ENV_DEPLOYMENT, ENV_REVISION
-from jobs.queue import failover, queueing
+from jobs.queue import ending, failover, queueing
 from models_app.models import Deployment, DeploymentStatus
 
 log = logging.getLogger(__name__)
@@ -107,7 +107,7 @@ class Engines:
         deployment = Deployment.objects.filter(pk=pk).first()
         if deployment is not None and deployment.status != DeploymentStatus.READY:  # not a reload: it is going
             failover.move_waiting(deployment, f"its deployment is {deployment.get_status_display().lower()}")
-        queueing.settle_abandoned(pk)  # its engine is gone: jobs left on a stopped or failed deployment end now
+        ending.settle_abandoned(pk)  # its engine is gone: jobs left on a stopped or failed deployment end now
 
     def close(self) -> None:
         for pk in list(self.running):

@@ -55,7 +55,7 @@ def move(job: Job, source: Deployment, target: Deployment, why: str) -> bool:
 
 def rescue_abandoned() -> int:
     """Routed jobs still waiting on deployments that stopped or failed (the panel was down when they did) move to
-    a replica that answers; how many. What is left is settled by queueing.settle_abandoned."""
+    a replica that answers; how many. What is left is settled by ending.settle_abandoned."""
     gone = (Deployment.objects.filter(status__in=queueing.GONE, jobs__status=JobStatus.QUEUED).distinct())
     return sum(len(move_waiting(deployment, f"its deployment {deployment.get_status_display().lower()}"))
                for deployment in gone)

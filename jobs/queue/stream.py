@@ -2,7 +2,7 @@
 job's Redis channel, in one write per event.
 
 The engine's events (tokens, status, done) have sequence numbers, and the job's attempt: a job its engine dropped
-when it died runs again from its first token (queueing.requeue), numbered from 1 again. A listener
+when it died runs again from its first token (ending.requeue), numbered from 1 again. A listener
 subscribes first, then reads what is kept, then takes live events with a higher
 number only (jobs/chat/consumers.py, jobs/queue/listen.py), so it sees every token once and in
 order; a later attempt's first event comes to it after a `restart` event (`Order`), so that no listener

@@ -25,7 +25,7 @@ from redis.exceptions import RedisError
 
 from jobs import task_messages
 from jobs.models import Job, JobStatus
-from jobs.queue import failover, queueing
+from jobs.queue import ending, failover, queueing
 from jobs.queue.oncall_choice import BUSY, Choice, Room, choose, idle_too_long, last_used
 from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent, WhenShort
@@ -240,7 +240,7 @@ def give_up(deployment: Deployment, status: str, why: str) -> bool:
 def end_waiting(deployment: Deployment, why: str) -> None:
     """Its waiting jobs go to a replica that serves, or end saying why (no engine will ever take them)."""
     failover.move_waiting(deployment, why)
-    queueing.settle_abandoned(deployment.pk)
+    ending.settle_abandoned(deployment.pk)
 
 
 def settle_failed() -> int:

@@ -7,7 +7,7 @@ from contextlib import contextmanager
 import pytest
 
 from clusterpanel.accounts.models import ApiToken
-from jobs.queue import queueing
+from jobs.queue import ending
 from models_app.library.adding import ensure_bundled
 from models_app.models import Deployment, DeploymentStatus, GgufModel
 from nodes.models import ActionKind
@@ -18,13 +18,13 @@ from tests.nodes.laptops import register_all
 
 @pytest.fixture
 def cancels_forgotten() -> Iterator[None]:
-    """Stops asked in Redis (jobs/queue/queueing.cancel_key) gone after the test: the next test's jobs reuse
+    """Stops asked in Redis (jobs/queue/ending.cancel_key) gone after the test: the next test's jobs reuse
     the same ids in a fresh database, and one would be taken for stopped."""
     yield
     from jobs.queue import stream
 
     client = stream.store()
-    for key in client.scan_iter(match=queueing.cancel_key("*")):
+    for key in client.scan_iter(match=ending.cancel_key("*")):
         client.delete(key)
 
 

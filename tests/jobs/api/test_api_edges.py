@@ -16,7 +16,7 @@ from clusterpanel.accounts.models import ApiToken
 from jobs import task_messages
 from jobs.batches import service as batches
 from jobs.models import ApiFile, Batch, Job, JobKind, JobStatus
-from jobs.queue import queueing
+from jobs.queue import ending, queueing
 from models_app.api.deployments import usable_or_settled
 from models_app.models import Deployment
 from nodes.metrics import store as metrics
@@ -77,7 +77,7 @@ def test_a_job_claimed_after_it_was_read_is_still_stopped(ready, bob):
     read = Job.objects.get(pk=job.pk)  # the API read it waiting...
     queueing.claim(job.pk)  # ...and the engine took it before the cancel
     Deployment.objects.filter(pk=ready.pk).update(status="stopped")  # no engine to ask: it is ended here
-    queueing.cancel(read)
+    ending.cancel(read)
     stopped = Job.objects.get(pk=job.pk)
     assert stopped.status == JobStatus.CANCELLED and stopped.error.startswith("Stopped."), stopped.error
 

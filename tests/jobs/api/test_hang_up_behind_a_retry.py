@@ -7,7 +7,7 @@ from django.utils import timezone
 
 from jobs.api.openai_views import cancel_unfinished
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing, stream
+from jobs.queue import ending, stream
 
 
 @pytest.fixture
@@ -31,7 +31,7 @@ def test_the_row_keeps_what_the_client_has_when_the_retry_is_behind(retried, tra
     cancel_unfinished(retried.pk, "Hello wor")
     job = Job.objects.get(pk=retried.pk)
     assert job.status == JobStatus.CANCELLED and job.output == "Hello wor", (job.status, job.output)
-    assert stream.store().exists(queueing.cancel_key(job.pk)), "the retry is told to stop"
+    assert stream.store().exists(ending.cancel_key(job.pk)), "the retry is told to stop"
 
 
 def test_a_client_the_attempt_has_caught_up_with_leaves_the_end_to_the_engine(retried, transactional_db):
@@ -42,4 +42,4 @@ def test_a_client_the_attempt_has_caught_up_with_leaves_the_end_to_the_engine(re
     cancel_unfinished(retried.pk, "Hello wor")
     job = Job.objects.get(pk=retried.pk)
     assert job.status == JobStatus.RUNNING, "the engine stops it within a token and writes what it made"
-    assert stream.store().exists(queueing.cancel_key(job.pk)), "asked to stop"
+    assert stream.store().exists(ending.cancel_key(job.pk)), "asked to stop"

@@ -13,7 +13,7 @@ import pytest
 
 from jobs.engine.child import set_engine
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing
+from jobs.queue import ending, queueing
 from models_app.models import Deployment
 from tests.browser import browser, log_in
 from tests.conftest import PASSWORD, wait_until
@@ -83,7 +83,7 @@ def test_idle_pages_keep_their_sockets_and_still_deliver(cluster, alice, bob, we
         assert admin_sockets and chat_sockets, "both pages opened their sockets"
         assert not any(s["closed"] for s in admin_sockets + chat_sockets), (admin_sockets, chat_sockets)
 
-        in_thread(lambda: queueing.cancel(Job.objects.get(pk=blocker.pk)))
+        in_thread(lambda: ending.cancel(Job.objects.get(pk=blocker.pk)))
         chat_page.wait_for_function(
             "() => document.querySelector('.turn .answer').classList.contains('streaming') === false", timeout=120_000)
         # Once the engine is idle and has said so: it writes its whole state every 2 s while it generates, and

@@ -18,7 +18,7 @@ from jobs.chat import conversations
 from jobs.engine import leftovers, loop
 from jobs.models import Conversation, Job, JobKind, JobStatus
 from jobs.params import Params
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from models_app.deploying import deploy
 from models_app.library.adding import register_path
 from models_app.library.bundled import bundled_model_path
@@ -122,7 +122,7 @@ def test_a_job_fails_saying_so_when_redis_is_unreachable_as_it_starts(conversati
 
 def test_a_stop_ends_a_running_job_whose_deployment_is_gone(claimed, conversation, ready):
     ready.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")  # its engine went with it
-    queueing.cancel(claimed)
+    ending.cancel(claimed)
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED
     assert claimed.error == "Stopped. No engine runs it any more: its deployment is stopped."
@@ -142,9 +142,9 @@ def streamed(job: Job, *texts: str) -> str:
 
 def test_a_stop_ends_a_running_job_whose_engine_never_confirms(cancels_forgotten, claimed, conversation, ready,
                                                                 transactional_db, celery_worker, monkeypatch):
-    monkeypatch.setattr(queueing, "STOP_CONFIRM_S", 1)  # the check is sent from here, to the ordinary worker
+    monkeypatch.setattr(ending, "STOP_CONFIRM_S", 1)  # the check is sent from here, to the ordinary worker
     heard = streamed(claimed, "Dear", " [", "Neighbor", "'s")
-    queueing.cancel(claimed)
+    ending.cancel(claimed)
     assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING, "its engine may still stop it"
     wait_until(lambda: Job.objects.get(pk=claimed.pk).is_finished, 30, "the stop to be settled")
     claimed.refresh_from_db()
@@ -160,8 +160,8 @@ def test_a_job_its_dead_engine_left_waiting_keeps_what_was_told_when_cancelled(c
     claimed.attempts += 1  # a second attempt, heard as far as this
     heard = streamed(claimed, "Dear", " [", "Neighbor")
     assert earlier != heard
-    queueing.requeue(claimed)
-    queueing.cancel(Job.objects.get(pk=claimed.pk))
+    ending.requeue(claimed)
+    ending.cancel(Job.objects.get(pk=claimed.pk))
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED
     assert claimed.output == heard, "the latest attempt's words, as its client heard them"
@@ -172,13 +172,13 @@ def test_a_job_cancelled_as_its_engine_died_is_not_run_again(cancels_forgotten, 
     before it stopped the job. The job ran again for nobody, and kept its new attempt's first word ('Once')
     where its client had been told 'One day, a cat'."""
     heard = streamed(claimed, "One", " day", ",", " a", " cat")
-    queueing.cancel(claimed, heard)
+    ending.cancel(claimed, heard)
     assert Job.objects.get(pk=claimed.pk).status == JobStatus.RUNNING, "its engine is asked to stop it"
     leftovers.run_again([Job.objects.get(pk=claimed.pk)])  # the engine's worker died meanwhile
     claimed.refresh_from_db()
     assert claimed.status == JobStatus.CANCELLED, "not waiting to run again"
     assert claimed.output == heard and claimed.finish_reason == "cancelled"
-    assert not queueing.cancel_asked(another_job(claimed).pk), "another job is not taken for cancelled"
+    assert not ending.cancel_asked(another_job(claimed).pk), "another job is not taken for cancelled"
 
 
 def another_job(job: Job) -> Job:

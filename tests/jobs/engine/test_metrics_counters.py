@@ -18,7 +18,7 @@ from clusterpanel.accounts.models import ApiToken
 from jobs.chat import edits
 from jobs.engine import child
 from jobs.models import Conversation, Job, JobKind, JobStatus, Tally
-from jobs.queue import queueing, stream
+from jobs.queue import ending, stream
 from tests.jobs.engine.test_prometheus import scraped, value
 from tests.jobs.standins import ready_deployment
 from tests.migrating import migrated_back
@@ -151,7 +151,7 @@ def test_a_job_the_panel_ended_for_its_engine_keeps_its_tokens_and_time(db, bob,
     job = streaming(deployment, bob, 6)
     try:
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 6
-        queueing.stop_unconfirmed(job.pk, 1)  # its engine never confirmed the stop
+        ending.stop_unconfirmed(job.pk, 1)  # its engine never confirmed the stop
         found = scraped(scraper)
         assert Job.objects.get(pk=job.pk).status == JobStatus.CANCELLED
         assert value(found, "clusterpanel_tokens_generated_total", **names) == 6
@@ -165,7 +165,7 @@ def test_a_job_requeued_after_its_engine_stopped_keeps_the_tokens_it_streamed(db
     names = {"deployment": deployment.pk, "model": deployment.model.name}
     job = streaming(deployment, bob, 4)
     try:
-        queueing.requeue(job)
+        ending.requeue(job)
         assert Job.objects.get(pk=job.pk).status == JobStatus.QUEUED
         assert value(scraped(scraper), "clusterpanel_tokens_generated_total", **names) == 4
     finally:

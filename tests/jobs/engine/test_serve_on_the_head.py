@@ -8,7 +8,7 @@ import pytest
 
 from jobs.engine import loop
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from models_app.models import Deployment
 from tests.jobs.cluster import GREEDY
 from tests.jobs.conftest import engine_child_here, head_deployment
@@ -60,7 +60,7 @@ def test_jobs_run_together_up_to_the_slots_and_one_that_must_run_alone_runs_alon
 def test_a_job_asked_to_stop_before_it_started_ends_cancelled_and_the_others_run(on_the_head, engine_here, bob):
     stopped = ask(on_the_head, bob, "Name 3 fruits.")
     kept = ask(on_the_head, bob, "Name 3 rivers.")
-    stream.store().set(queueing.cancel_key(stopped.pk), 1, ex=60)  # the stop came while the engine was away
+    stream.store().set(ending.cancel_key(stopped.pk), 1, ex=60)  # the stop came while the engine was away
     loop.run(stopped.pk)
     stopped.refresh_from_db()
     kept.refresh_from_db()

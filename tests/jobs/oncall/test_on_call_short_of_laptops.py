@@ -13,7 +13,7 @@ from django.utils import timezone
 from clusterpanel.kit.celery import app
 from jobs.api.views import described
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import oncall_choice, queueing, wakeup
+from jobs.queue import ending, oncall_choice, queueing, wakeup
 from models_app.deploying import deploy
 from models_app.models import Deployment, DeploymentStatus, OnCall, OnCallEvent
 from models_app.oncall import service as oncall
@@ -145,7 +145,7 @@ def test_celery_beat_asks_for_the_look_after_and_a_deployment_nobody_waits_for_i
     woken.refresh_from_db()
     assert woken.status == DeploymentStatus.STOPPED, "still nobody after a while: given up"
     job = ask("late")
-    queueing.cancel(job)
+    ending.cancel(job)
     wakeup.look_after()
     job.deployment.refresh_from_db()
     assert job.deployment.status == DeploymentStatus.STOPPED

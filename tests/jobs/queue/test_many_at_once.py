@@ -13,7 +13,7 @@ from clusterpanel.asgi import application
 from jobs.chat import conversations
 from jobs.models import Batch, Conversation, Job, JobKind, JobStatus
 from jobs.params import validate
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from models_app.deploying import deploy
 from models_app.models import Deployment
 from tests.conftest import wait_until
@@ -186,4 +186,4 @@ def test_a_long_prompt_is_read_in_pieces_while_a_running_stream_keeps_flowing(cl
     beside = [event for event in stream.kept(running.pk)
               if event.get("event") == "token" and reading[0] < event["t"] < reading[1]]
     assert len(beside) >= 5, f"the story got {len(beside)} tokens while {long.prompt_tokens} prompt tokens were read"
-    queueing.cancel(Job.objects.get(pk=running.pk))
+    ending.cancel(Job.objects.get(pk=running.pk))

@@ -4,7 +4,7 @@ for (chat, the APIs) before batch items, oldest first within each; batches in th
 import pytest
 
 from jobs.models import Batch, Job, JobKind, JobStatus
-from jobs.queue import queueing
+from jobs.queue import ending, queueing
 
 
 @pytest.fixture
@@ -48,7 +48,7 @@ def test_each_waiting_job_is_told_its_place_in_that_order(make, batch):
 
 def test_a_job_cancelled_while_waiting_is_passed_over(make, ready):
     gone, next_one = make(), make()
-    queueing.cancel(gone)
+    ending.cancel(gone)
 
     assert queueing.claim_next(ready.pk).pk == next_one.pk
     gone.refresh_from_db()
@@ -70,7 +70,7 @@ def test_a_job_cancelled_between_being_chosen_and_claimed_is_passed_over(make, r
 
     def cancelled_first(job_id: int, deployment_id: int | None = None):
         if job_id == first.pk:
-            queueing.cancel(first)  # the user's cancel lands just after claim_next chose this job
+            ending.cancel(first)  # the user's cancel lands just after claim_next chose this job
         return claim(job_id, deployment_id)
 
     monkeypatch.setattr(queueing, "claim", cancelled_first)

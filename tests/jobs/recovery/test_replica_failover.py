@@ -14,7 +14,7 @@ from jobs.api.caught import Caught, text_parted
 from jobs.engine import leftovers, recovery
 from jobs.engine.workers import Engines
 from jobs.models import STOPPED, Job, JobKind, JobStatus
-from jobs.queue import failover, queueing, routing
+from jobs.queue import ending, failover, queueing, routing
 from jobs.queue.listen import JobEvents
 from models_app.models import Deployment, DeploymentStatus
 from tests.jobs.conftest import as_engine_child
@@ -106,7 +106,7 @@ def test_routed_jobs_left_on_a_stopped_replica_move_when_the_panel_starts(replic
     routed, pinned = job(first, bob), job(first, bob, routed=False)
     first.set_status(DeploymentStatus.STOPPED, "Stopped by alice.")
     assert failover.rescue_abandoned() == 1
-    queueing.settle_abandoned()
+    ending.settle_abandoned()
     assert Job.objects.get(pk=routed.pk).deployment == second
     assert Job.objects.get(pk=routed.pk).status == JobStatus.QUEUED
     assert Job.objects.get(pk=pinned.pk).status == JobStatus.FAILED

@@ -18,7 +18,7 @@ from channels.testing import WebsocketCommunicator
 from clusterpanel.asgi import application
 from jobs.api.caught import PARTED
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing, stream
+from jobs.queue import ending, queueing, stream
 from tests.conftest import wait_until
 from tests.jobs.conftest import bearer
 from tests.nodes.test_live_updates import headers_for
@@ -103,7 +103,7 @@ def first_attempt_then_requeued(web_server: str, auth: dict, bob, calls: list[di
     wait_until(lambda: "".join(client.content) == "".join(FIRST)
                and (not calls or client.calls.get(0, {}).get("arguments") == arguments),
                30, "the first attempt's tokens and calls at the client")
-    queueing.requeue(job)  # what the supervisor does with the jobs of an engine that died
+    ending.requeue(job)  # what the supervisor does with the jobs of an engine that died
     again = queueing.claim(job.pk)
     assert again.attempts == 2
     return client, again
@@ -119,7 +119,7 @@ def test_a_retry_that_says_something_else_ends_the_stream_in_words_and_the_job_w
     assert [error["code"] for error in client.errors] == ["retry_differs"], client.errors
     job.refresh_from_db()
     assert job.status == JobStatus.FAILED and job.output == "".join(FIRST) and job.error == PARTED
-    assert stream.store().exists(queueing.cancel_key(job.pk)), "its retry is asked to stop"
+    assert stream.store().exists(ending.cancel_key(job.pk)), "its retry is asked to stop"
 
 
 def test_a_retry_that_says_the_same_goes_on_from_where_the_client_is(ready, bob, web_server, auth):
@@ -178,7 +178,7 @@ def test_the_chat_pages_socket_says_restart_before_the_new_attempts_events(ready
     attempt(job.pk, job.attempts, ["Hi ", "there"])
 
     def run_again() -> None:
-        queueing.requeue(job)
+        ending.requeue(job)
         again = queueing.claim(job.pk)
         attempt(again.pk, again.attempts, ["Hello"])
 

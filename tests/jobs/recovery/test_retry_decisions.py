@@ -7,7 +7,7 @@ from django.utils import timezone
 from jobs.api.openai_views import cancel_unfinished
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import queueing, stream
+from jobs.queue import ending, stream
 from models_app.models import DeploymentStatus
 
 
@@ -118,7 +118,7 @@ def test_a_job_its_client_stopped_as_its_laptop_died_ends_cancelled_not_retried(
     job = Job.objects.create(kind=JobKind.COMPLETION, deployment=ready, user=bob, prompt="hi", params={},
                              status=JobStatus.RUNNING, attempts=1, started=timezone.now())
     told = heard(job, "One", " day")
-    queueing.cancel(job, told)  # asked to stop; the engine had not yet when the laptop died
+    ending.cancel(job, told)  # asked to stop; the engine had not yet when the laptop died
     recovery.fail_interrupted({"test-2": "killed"}, [Job.objects.get(pk=job.pk)])
     job.refresh_from_db()
     assert job.status == JobStatus.CANCELLED and job.output == told and "Stopped as asked" in job.error
