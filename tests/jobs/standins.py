@@ -1,7 +1,10 @@
-"""A deployment that is only a row: for pages and rules that need one ready, not a model running on laptops."""
+"""Stand-ins: a deployment that is only a row, for pages and rules that need one ready, not a model running on
+laptops; an engine's tokens on a job's stream, for what its listeners were told."""
 
 import time
 
+from jobs.models import Job
+from jobs.queue import stream
 from models_app.models import Deployment, DeploymentStatus, GgufModel, ModelStatus
 
 
@@ -33,3 +36,13 @@ def ended_job(deployment: Deployment, user, prompt: int, completion: int, token=
                                 completion_tokens=completion)
     job.refresh_from_db()
     return job
+
+
+def streamed(job: Job, *texts: str) -> str:
+    """Tokens sent on the job's stream as its engine sends them, for its current attempt: what a listener heard."""
+    out = stream.JobStream(hold_ms=0)
+    out.start(job.pk, job.attempts)
+    for text in texts:
+        out.token(job.pk, text)
+    assert out.flush()
+    return "".join(texts)

@@ -28,6 +28,7 @@ from tests.celery_workers import start_worker
 from tests.conftest import stop, wait_until
 from tests.jobs.cluster import end_engines, engine_ready, listen
 from tests.jobs.conftest import as_engine_child
+from tests.jobs.standins import streamed
 from tests.nodes.laptops import register_all
 
 # Gemma's own rules, as its chat template states them: no system role, and strictly alternating turns.
@@ -128,16 +129,6 @@ def test_a_stop_ends_a_running_job_whose_deployment_is_gone(claimed, conversatio
     assert claimed.error == "Stopped. No engine runs it any more: its deployment is stopped."
     other = another_ready(ready)
     assert conversations.ask(conversation, "Hello again", BRIEF, other).status == JobStatus.QUEUED
-
-
-def streamed(job: Job, *texts: str) -> str:
-    """Tokens sent on the job's stream as its engine sends them, for its current attempt: what a listener heard."""
-    out = stream.JobStream(hold_ms=0)
-    out.start(job.pk, job.attempts)
-    for text in texts:
-        out.token(job.pk, text)
-    assert out.flush()
-    return "".join(texts)
 
 
 def test_a_stop_ends_a_running_job_whose_engine_never_confirms(cancels_forgotten, claimed, conversation, ready,

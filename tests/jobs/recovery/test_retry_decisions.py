@@ -7,8 +7,9 @@ from django.utils import timezone
 from jobs.api.openai_views import cancel_unfinished
 from jobs.engine import recovery
 from jobs.models import Job, JobKind, JobStatus
-from jobs.queue import ending, stream
+from jobs.queue import ending
 from models_app.models import DeploymentStatus
+from tests.jobs.standins import streamed
 
 
 @pytest.fixture
@@ -84,16 +85,6 @@ def test_jobs_are_told_no_retry_comes_when_recovery_cannot_be_started(transactio
     assert recovery.retry_state(job.pk) == (False, None)
 
 
-def heard(job: Job, *texts: str) -> str:
-    """Tokens on the job's stream for its current attempt, as its engine sends them: what its client was told."""
-    out = stream.JobStream(hold_ms=0)
-    out.start(job.pk, job.attempts)
-    for text in texts:
-        out.token(job.pk, text)
-    assert out.flush()
-    return "".join(texts)
-
-
 def test_a_client_gone_while_its_retry_was_awaited_gets_no_retry(cancels_forgotten, failed, settings):
     """The client hung up while its stream waited for the retry: a retry then would answer nobody."""
     settings.JOB_RETRIES = 1
@@ -117,7 +108,7 @@ def test_a_job_its_client_stopped_as_its_laptop_died_ends_cancelled_not_retried(
                                                                                 transactional_db):
     job = Job.objects.create(kind=JobKind.COMPLETION, deployment=ready, user=bob, prompt="hi", params={},
                              status=JobStatus.RUNNING, attempts=1, started=timezone.now())
-    told = heard(job, "One", " day")
+    told = streamed(job, "One", " day")
     ending.cancel(job, told)  # asked to stop; the engine had not yet when the laptop died
     recovery.fail_interrupted({"test-2": "killed"}, [Job.objects.get(pk=job.pk)])
     job.refresh_from_db()
