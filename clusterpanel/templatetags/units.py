@@ -1,4 +1,5 @@
-"""`{{ bytes|size }}`, `{{ khz|ghz }}`, `{{ share|percent }}`: figures as the whole panel writes them."""
+"""`{{ bytes|size }}`, `{{ gb_s|rate }}`, `{{ khz|ghz }}`, `{{ share|percent }}`: figures as the whole panel
+writes them."""
 
 from django import template
 
@@ -10,6 +11,11 @@ register = template.Library()
 @register.filter
 def size(count) -> str:
     return units.size(count)
+
+
+@register.filter
+def rate(gb_s) -> str:
+    return units.rate(gb_s)
 
 
 @register.filter

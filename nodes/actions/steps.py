@@ -4,7 +4,7 @@ import time
 
 from django.utils import timezone
 
-from clusterpanel.kit.units import size
+from clusterpanel.kit.units import rate, size
 from nodes.laptops import removal
 from nodes.models import (
     ActionKind,
@@ -144,7 +144,7 @@ def do_measure_speed(action: NodeAction, node: Node) -> None:
         node.save(update_fields=["speed_gb_s", "device_speeds", "speed_measured_at"])
     if not measured:
         raise ActionError("The speed test failed: " + "; ".join(f"{name}: {why}" for name, why in failed.items()))
-    said = "; ".join(f"{name}: {r['tokens_per_s']} tokens/s, about {r['bandwidth_gb_s']} GB/s" for name, r in
+    said = "; ".join(f"{name}: {r['tokens_per_s']} tokens/s, about {rate(r['bandwidth_gb_s'])}" for name, r in
                      measured.items())
     not_measured = "".join(f" {name} could not be measured: {why}." for name, why in failed.items())
     action.report(f"On the bundled model, {said} of effective memory bandwidth.{not_measured}",
