@@ -174,7 +174,7 @@ class Answer:
             if done and done.get("status") == JobStatus.FAILED:
                 again = await self.retried()
                 if again is not None:
-                    await self.end()
+                    await self.end(cancel=False)
                     handed_on = True
                     retry = await sync_to_async(Job.objects.get)(pk=again)
                     return await Answer(retry, self.wanted, self.model).respond()
@@ -270,14 +270,16 @@ class Answer:
     def done(self) -> dict | None:
         return self.head[-1] if self.head and self.head[-1]["event"] == "done" else None
 
-    async def end(self) -> None:
-        """Let go of the job's group; a job nobody waits for any more is cancelled."""
+    async def end(self, cancel: bool = True) -> None:
+        """Let go of the job's group; a job nobody waits for any more is cancelled. Not when the answer is handed
+        to the job's retry (`cancel=False`): the client still waits, for the retry."""
         if self.next is not None:
             await self.next.close()
         if self.events is not None:
             await self.events.aclose()
         await self.listener.close()
-        await sync_to_async(cancel_unfinished)(self.job.pk, "".join(self.sent))
+        if cancel:
+            await sync_to_async(cancel_unfinished)(self.job.pk, "".join(self.sent))
 
     async def sse(self, waits: str | None) -> AsyncIterator[str]:
         sent, calls, entries = self.sent, {}, []  # the text and tool calls (by index) sent; logprobs not yet sent
@@ -357,7 +359,7 @@ class Answer:
         followed.append(again is not None)
         if again is None:
             return
-        await self.end()
+        await self.end(cancel=False)
         self.job = await sync_to_async(Job.objects.get)(pk=again)
         self.listener, self.head = JobEvents(again), []
         self.events = self.next = None
