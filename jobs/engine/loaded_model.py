@@ -114,7 +114,9 @@ class Engine:
         if self.endpoints and found != self.expected:
             raise EngineError(f"llama.cpp placed the layers as {found}, not as planned {self.expected}.")
         self.batcher = Batcher(self.llm, self.slots)
-        self.batcher.any_shape = shapes.any_shape(self.batcher, lambda text: self.llm.tokenize(text, add_bos=False))
+        tokenize = lambda text: self.llm.tokenize(text, add_bos=False)  # noqa: E731
+        self.batcher.any_shape = (shapes.any_shape(self.batcher, tokenize) if self.endpoints
+                                  else shapes.any_shape_on_the_head(self.model_path, self.batcher, tokenize))
 
     def use_draft(self, path: str | None) -> None:
         """Draft with the model at `path` on the head from the next step on (None: n-grams, when drafting is on).

@@ -1,5 +1,5 @@
 """Whether a loaded model gives a token the same numbers however the step that read it was shaped: measured once
-at load, on the devices of the deployment itself.
+at load, on the devices of the deployment itself (on the head, once per model file in a process).
 
 The panel's llama.cpp computes every matrix product on a CPU row by row in one way
 (scripts/llama_patches/0005-one-row-as-many.patch), so there a token read alone, in a piece of a prompt, or beside
@@ -11,6 +11,7 @@ read whole, then in pieces, then beside another sequence; the last token's logit
 """
 
 import ctypes
+import os
 
 import numpy as np
 
@@ -18,6 +19,20 @@ import numpy as np
 TEXT = (b"The lighthouse keeper climbed the stairs at dusk, lit the lamp, and wrote the weather in his log. Below, "
         b"the fishing boats came home one by one, their lanterns swinging, while gulls settled on the harbour wall "
         b"and the wind turned to the north, bringing rain across the bay before midnight.")
+
+
+_ON_THE_HEAD: dict[tuple, bool] = {}  # (model file, its size and time, several sequences): found in this process
+
+
+def any_shape_on_the_head(model_path: str, batcher, tokenize) -> bool:
+    """`any_shape` for a model whose layers are all on the head, measured once per model file in this process:
+    its library and devices cannot change under it, so a second load would find the same (the suite's in-process
+    engines loaded the bundled model over a hundred times, each check a second of CPU)."""
+    stat = os.stat(model_path)
+    key = (model_path, stat.st_size, stat.st_mtime_ns, len(batcher.sequences) > 1)
+    if key not in _ON_THE_HEAD:
+        _ON_THE_HEAD[key] = any_shape(batcher, tokenize)
+    return _ON_THE_HEAD[key]
 
 
 def any_shape(batcher, tokenize) -> bool:
