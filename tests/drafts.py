@@ -17,8 +17,8 @@ from scripts.cut_draft import cut, rewrite
 CUT_LAYERS = 20  # of its 30: enough that the draft guesses some of the answer
 
 
-def cached(folder: Path, name: str, write) -> Path:
-    """`folder/name`, copied from the cache, which `write(path)` fills the first time."""
+def cached(folder: Path, name: str, write, target: Path | None = None) -> Path:
+    """`folder/name` (or `target`), copied from the cache, which `write(path)` fills the first time."""
     source = bundled_model_path()
     stamp = f"{source.stat().st_size}-{int(source.stat().st_mtime)}"
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "clusterpanel" / "test-drafts" / stamp
@@ -28,9 +28,11 @@ def cached(folder: Path, name: str, write) -> Path:
         part = cache / f"{name}.{os.getpid()}.part"
         write(part)
         part.rename(kept)
-    target = folder / name
-    if not target.exists():
-        shutil.copyfile(kept, target)
+    if target is None:
+        target = folder / name
+        if target.exists():
+            return target
+    shutil.copyfile(kept, target)
     return target
 
 

@@ -1,6 +1,8 @@
 """GGUF files the tests write themselves, with the `gguf` package."""
 
 import functools
+import hashlib
+import inspect
 from pathlib import Path
 
 import gguf
@@ -33,7 +35,17 @@ def write_gguf(path: Path, arch: str = "qwen2", layers: int = 4, embd: int = 102
 
 def write_loadable_model(path: Path, layers: int = 6, embd: int = 768, ffn: int = 7168, seed: int = 0) -> Path:
     """A qwen2 model llama.cpp really loads and runs: random f16 weights, SmolLM2's tokenizer, and feed-forward
-    tensors of 10.5 MiB each (over the rpc-server's 10 MiB cache threshold). About 350 MiB with the defaults."""
+    tensors of 10.5 MiB each (over the rpc-server's 10 MiB cache threshold). About 350 MiB with the defaults.
+    Written once per shape beside the test drafts and copied from there: drawing its weights took about 4 s of
+    CPU a file, and the same arguments always drew the same file."""
+    from tests.drafts import cached
+
+    version = hashlib.sha1(inspect.getsource(write_weights).encode()).hexdigest()[:8]
+    name = f"loadable-{layers}-{embd}-{ffn}-{seed}-{version}.gguf"
+    return cached(path.parent, name, lambda part: write_weights(part, layers, embd, ffn, seed), target=path)
+
+
+def write_weights(path: Path, layers: int, embd: int, ffn: int, seed: int) -> Path:
     from models_app.library.bundled import bundled_model_path
 
     heads, kv_heads = embd // 64, max(embd // 192, 1)
