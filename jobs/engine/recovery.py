@@ -264,10 +264,14 @@ def retry(job_ids: list[int]) -> None:
         depth, earlier = 0, job
         while earlier.retry_of_id:
             depth, earlier = depth + 1, earlier.retry_of
-        if depth >= allowed or (job.batch_id and job.batch.cancelled) or ending.cancel_asked(job.pk):
+        if ending.cancel_asked(job.pk):  # its client left while it waited for this: its row keeps what it heard
+            job.output = job.output or stream.told(job.pk) or ""
+            job.save(update_fields=["output"])
+            not_retried([job], "Its client had asked it to stop.")
+            continue
+        if depth >= allowed or (job.batch_id and job.batch.cancelled):
             not_retried([job], f"Its retries are used up (JOB_RETRIES={allowed})." if depth >= allowed
-                        else "Its batch was cancelled." if job.batch_id and job.batch.cancelled
-                        else "Its client had asked it to stop.")
+                        else "Its batch was cancelled.")
             continue
         deployment, params = job.deployment, job.params
         other = other_replica(job)

@@ -88,10 +88,14 @@ def test_jobs_are_told_no_retry_comes_when_recovery_cannot_be_started(transactio
 def test_a_client_gone_while_its_retry_was_awaited_gets_no_retry(cancels_forgotten, failed, settings):
     """The client hung up while its stream waited for the retry: a retry then would answer nobody."""
     settings.JOB_RETRIES = 1
-    cancel_unfinished(failed.pk, "Once")
+    failed.attempts, failed.started = 1, timezone.now()
+    failed.save()
+    told = streamed(failed, "Once", " upon")
+    cancel_unfinished(failed.pk, told)
     recovery.retry([failed.pk])
     failed.refresh_from_db()
     assert "Not retried. Its client had asked it to stop." in failed.error
+    assert failed.output == told, "its row keeps what its client was told"
     assert not Job.objects.filter(retry_of=failed).exists() and recovery.retry_state(failed.pk) == (False, None)
 
 
