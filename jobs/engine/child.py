@@ -140,7 +140,7 @@ def prepared(job: Job, engine: Engine) -> Work:
     out = State.out
     out.start(job.pk, job.attempts)
     out.event(job.pk, "status", {"status": JobStatus.RUNNING})
-    if asked_before_listening(job):
+    if ending.cancel_asked(job.pk):  # asked before our watch was listening
         State.cancels.asked.add(job.pk)
     params = job.params
     # The same request gives the same answer (docs/api.md) when it has a seed or is greedy, so such jobs reuse
@@ -186,17 +186,6 @@ def uses_tools(job: Job) -> bool:
     how the model's template shows them (llama-cpp-python's formatter does not)."""
     return not job.is_completion and (bool(job.params.get("tools")) or any(
         message.get("role") == "tool" or message.get("tool_calls") for message in job.messages))
-
-
-def asked_before_listening(job: Job) -> bool:
-    """Whether the job was asked to stop before our watch was listening. Redis away, it was not: a cancel asked
-    meanwhile could not be stored either, and the job runs (its events wait for Redis in the stream) rather
-    than failing for an outage that costs it nothing."""
-    try:
-        return bool(State.out.redis.exists(ending.cancel_key(job.pk)))
-    except (redis.RedisError, OSError) as exc:
-        log.info("job %s: could not ask Redis whether it was cancelled (%s); running it", job.pk, exc)
-        return False
 
 
 def job_prompt(engine: Engine, job: Job, out: stream.JobStream) -> tuple[list[int], list[str], int]:

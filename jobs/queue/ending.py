@@ -150,8 +150,9 @@ def requeue(job: Job) -> None:
 
 
 def cancel_asked(job_id: int) -> bool:
-    """Whether a stop was asked for the job (and not yet carried out). Redis away, it was not: no stop could be
-    asked meanwhile either."""
+    """Whether a stop was asked for the job (and not yet carried out). Redis away, it was not: a stop asked
+    meanwhile could not be stored either, and an engine runs the job (its events wait for Redis in the stream)
+    rather than failing it for an outage that costs it nothing."""
     try:
         return bool(stream.store().exists(cancel_key(job_id)))
     except (RedisError, OSError) as exc:
